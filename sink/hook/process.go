@@ -1,0 +1,190 @@
+package hook
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// outputDrain is how long the output pipes stay open after the hook exited,
+// for a background process of the hook that still holds them.
+const outputDrain = 500 * time.Millisecond
+
+// maxLine is the longest output line logged as one record; longer lines are
+// logged in pieces of this size.
+const maxLine = 16 << 10
+
+// run starts argv in a new process group with env and stdin, logs its
+// output, and waits for it. It always waits for a started process.
+func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("hook %s %s: not started: %w", name, argv[0], context.Cause(ctx))
+	}
+	p, err := newPipes()
+	if err != nil {
+		return fmt.Errorf("hook %s %s: %w", name, argv[0], err)
+	}
+	defer p.closeAll()
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.inR, p.outW, p.errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	p.closeChildEnds()
+	if err != nil {
+		return fmt.Errorf("hook %s: start %s: %w", name, argv[0], err)
+	}
+	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group is led by the hook.
+
+	var wg, readers sync.WaitGroup
+	wg.Go(func() {
+		// EPIPE (the hook exited without reading everything) and ErrClosed
+		// (we stopped waiting for a reader that never came) are expected.
+		_, _ = p.inW.Write(stdin)
+		p.close(p.inW)
+	})
+	readers.Go(func() { h.logLines(ctx, p.outR, name, "stdout") })
+	readers.Go(func() { h.logLines(ctx, p.errR, name, "stderr") })
+
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if h.cfg.Timeout > 0 {
+		runCtx, cancel = context.WithTimeoutCause(ctx, h.cfg.Timeout, ErrTimeout)
+	}
+	defer cancel()
+	exited := make(chan struct{})
+	var killCause error // written by the killer before wg.Done, read after wg.Wait
+	wg.Go(func() {
+		select {
+		case <-exited:
+			return
+		case <-runCtx.Done():
+		}
+		killCause = context.Cause(runCtx)
+		killGroup(pgid, exited, h.cfg.KillGrace)
+	})
+
+	waitErr := cmd.Wait()
+	close(exited)
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputDrain):
+		p.close(p.outR)
+		p.close(p.errR)
+		<-drained
+	}
+	p.close(p.inW)
+	wg.Wait()
+
+	switch {
+	case errors.Is(killCause, ErrTimeout):
+		return fmt.Errorf("hook %s %s: %w after %s, process group killed", name, argv[0], ErrTimeout, h.cfg.Timeout)
+	case killCause != nil:
+		return fmt.Errorf("hook %s %s: process group killed: %w", name, argv[0], killCause)
+	case waitErr != nil:
+		return fmt.Errorf("hook %s %s: %w", name, argv[0], waitErr)
+	}
+	return nil
+}
+
+// killGroup sends SIGTERM to the process group pgid and SIGKILL once grace
+// has passed, unless the whole group is gone by then. exited is closed when
+// the group leader has been waited for.
+func killGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	select {
+	case <-exited:
+	case <-deadline.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return
+	}
+	// The leader is gone; other members (or their zombies) may remain.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(-pgid, 0) == nil {
+		select {
+		case <-deadline.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// logLines logs each line read from r until EOF or a read error.
+func (h *Hook) logLines(ctx context.Context, r *os.File, name, stream string) {
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+			h.log.LogAttrs(ctx, slog.LevelInfo, "hook output",
+				slog.String("hook", name), slog.String("stream", stream), slog.String("line", string(line)))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// pipes holds the three pipes of a hook. The child ends are closed in the
+// parent right after start; every end is closed at most once.
+type pipes struct {
+	inR, inW, outR, outW, errR, errW *os.File
+	mu                               sync.Mutex
+	closed                           map[*os.File]bool
+}
+
+func newPipes() (*pipes, error) {
+	p := &pipes{closed: make(map[*os.File]bool)}
+	var err error
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	return p, nil
+}
+
+func (p *pipes) close(f *os.File) {
+	if f == nil {
+		return
+	}
+	p.mu.Lock()
+	done := p.closed[f]
+	p.closed[f] = true
+	p.mu.Unlock()
+	if !done {
+		_ = f.Close()
+	}
+}
+
+func (p *pipes) closeChildEnds() {
+	p.close(p.inR)
+	p.close(p.outW)
+	p.close(p.errW)
+}
+
+func (p *pipes) closeAll() {
+	for _, f := range []*os.File{p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
+		p.close(f)
+	}
+}
