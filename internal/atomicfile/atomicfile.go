@@ -1,0 +1,224 @@
+// Package atomicfile writes whole files so that readers never see a partial
+// or stale-tailed result, and skips the write when the bytes are unchanged.
+//
+// The normal path is the classic atomic replace: a temporary file in the same
+// directory, fsync, rename over the target, fsync of the directory. Renaming
+// over a mount point fails with EBUSY — the kubelet bind-mounts /etc/hosts
+// into every container — and a read-only root file system may forbid the
+// temporary file while the target itself is writable. For those targets the
+// content is rewritten in place: one write at offset 0 whose tail, when the
+// new content is shorter, is padded with newlines so the file is complete at
+// every moment, then a truncate to the exact length and an fsync. In-place
+// mode is therefore meant for line-oriented text (hosts files, JSON), where
+// trailing blank lines are harmless even if the process dies between the
+// write and the truncate.
+package atomicfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Mode selects how a file is replaced.
+type Mode int
+
+const (
+	// Auto replaces atomically and falls back to an in-place rewrite when the
+	// target cannot be renamed over (EBUSY: a mount point) or no temporary
+	// file can be created next to an existing, writable target.
+	Auto Mode = iota
+	// Replace only replaces atomically (temp file + rename); it never rewrites
+	// in place.
+	Replace
+	// InPlace always rewrites the existing file in place (the file is created
+	// when missing).
+	InPlace
+)
+
+// String returns the flag spelling of the mode.
+func (m Mode) String() string {
+	switch m {
+	case Auto:
+		return "auto"
+	case Replace:
+		return "replace"
+	case InPlace:
+		return "in-place"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode parses "auto", "replace" or "in-place".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "auto", "":
+		return Auto, nil
+	case "replace":
+		return Replace, nil
+	case "in-place", "inplace":
+		return InPlace, nil
+	}
+	return Auto, fmt.Errorf("unknown write mode %q (want auto, replace or in-place)", s)
+}
+
+// Result tells what Write did.
+type Result int
+
+const (
+	// Unchanged means the file already held the bytes; nothing was written.
+	Unchanged Result = iota
+	// Replaced means the file was atomically replaced (or created).
+	Replaced
+	// Rewritten means the file was rewritten in place.
+	Rewritten
+)
+
+// String returns a lower-case name for logs.
+func (r Result) String() string {
+	switch r {
+	case Unchanged:
+		return "unchanged"
+	case Replaced:
+		return "replaced"
+	case Rewritten:
+		return "rewritten"
+	}
+	return fmt.Sprintf("Result(%d)", int(r))
+}
+
+// WriteFile writes data to path in Auto mode unless the file already holds
+// exactly data. perm applies to a newly created file; an existing file keeps
+// its mode.
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	_, err := Write(path, data, perm, Auto)
+	return err
+}
+
+// Write writes data to path with the given mode unless the file already holds
+// exactly data, and reports what it did. A symbolic link at path is followed:
+// its target is written, the link stays. perm applies to a newly created file;
+// an existing file keeps its mode (and, when running as root, its owner).
+func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	old, err := os.ReadFile(path)
+	exists := err == nil
+	switch {
+	case exists && bytes.Equal(old, data):
+		return Unchanged, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+	}
+	if mode == InPlace {
+		return Rewritten, rewrite(path, data, perm)
+	}
+	err = replace(path, data, perm)
+	if err == nil {
+		return Replaced, nil
+	}
+	if mode == Auto && exists && fallback(err) {
+		if err := rewrite(path, data, perm); err != nil {
+			return Rewritten, err
+		}
+		return Rewritten, nil
+	}
+	return Replaced, err
+}
+
+// fallback reports whether a failed atomic replace should be retried in place:
+// EBUSY from rename over a mount point, or a directory that does not allow a
+// temporary file (read-only root file system, no write permission).
+func fallback(err error) bool {
+	return errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EROFS) ||
+		errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) ||
+		errors.Is(err, syscall.EXDEV)
+}
+
+// replace writes data to a temporary file next to path, fsyncs it, renames it
+// over path and fsyncs the directory. The temporary file is removed on error.
+func replace(path string, data []byte, perm fs.FileMode) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create temporary file for %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if fi, statErr := os.Stat(path); statErr == nil {
+		perm = fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner
+		}
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s over %s: %w", tmp, path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // durability of the rename; not all file systems support it
+		_ = d.Close()
+	}
+	return nil
+}
+
+// rewrite replaces the content of path in place: a single write at offset 0
+// of data padded with newlines up to the current size (so the file is never
+// shorter than its content nor carries a stale tail), a truncate to
+// len(data), and an fsync.
+func rewrite(path string, data []byte, perm fs.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	if err != nil {
+		return fmt.Errorf("open %s for in-place rewrite: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	buf := data
+	if size := fi.Size(); size > int64(len(data)) {
+		buf = make([]byte, size)
+		copy(buf, data)
+		for i := len(data); i < len(buf); i++ {
+			buf[i] = '\n'
+		}
+	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		return fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("truncate %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
