@@ -1,0 +1,131 @@
+// Package hostsfile implements the hosts-file sink: it keeps a managed block
+// of "IP<TAB>name" lines in an /etc/hosts-style file, between marker lines,
+// and leaves every other byte of the file alone.
+//
+// Names come from a text/template over each peer (Member), so a multi-role
+// batch job can resolve stable "<role>-<index>" names before it starts and
+// keep resolving them when a pod is retried with a new IP. Names are
+// validated (RFC 1123) before anything is written; a peer with an invalid
+// name is logged and skipped.
+//
+// Expected names (ParseExpected, ExpectedFromCount) are listed as comments
+// until their address is known; Sink.Missing and Plan.Complete tell whether
+// every expected name has an address (init mode's -wait-for-all).
+//
+// Writes go through internal/atomicfile: an atomic replace, or an in-place
+// rewrite for a bind-mounted target such as the kubelet's /etc/hosts; an
+// unchanged file is not rewritten. For one file shared by many pods, wrap the
+// sink in sink/leader so that only the Lease holder writes.
+package hostsfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/flockd/flock/internal/atomicfile"
+	"github.com/flockd/flock/peer"
+	"github.com/flockd/flock/sink"
+)
+
+// Options configure a Sink. Only Path is required.
+type Options struct {
+	// Path is the hosts file, e.g. /etc/hosts or a file on a shared volume.
+	Path string
+	// ID names the managed block, so that several peer-finders (one per
+	// service) can share one file. Empty gives unnamed markers.
+	ID string
+	// NameTemplate makes each peer's host name; DefaultNameTemplate when
+	// empty. Example: "{{.Role}}-{{.Index}}".
+	NameTemplate string
+	// AliasTemplates make further names on the same line, e.g. "{{.FQDN}}".
+	AliasTemplates []string
+	// IndexLabel, when set, is the pod label read first for Member.Index.
+	IndexLabel string
+	// Family selects the addresses written; all families by default.
+	Family Family
+	// Expected are the names that should be present (see ParseExpected).
+	Expected []string
+	// WriteMode selects atomic replace, in-place rewrite, or automatic
+	// fallback (default) for mount points.
+	WriteMode atomicfile.Mode
+	// Perm is the mode of a newly created file; 0644 when zero.
+	Perm fs.FileMode
+	// Logger receives warnings about skipped peers and debug records about
+	// writes; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Sink writes the managed block. It implements sink.Sink.
+type Sink struct {
+	opts  Options
+	namer *Namer
+	log   *slog.Logger
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New validates opts and returns a Sink.
+func New(opts Options) (*Sink, error) {
+	if opts.Path == "" {
+		return nil, errors.New("hosts file: no path")
+	}
+	n, err := NewNamer(opts.NameTemplate, opts.AliasTemplates, opts.IndexLabel)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range opts.Expected {
+		if err := ValidName(e); err != nil {
+			return nil, fmt.Errorf("hosts file expected names: %w", err)
+		}
+	}
+	if opts.Perm == 0 {
+		opts.Perm = 0o644
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sink{opts: opts, namer: n, log: log.With("sink", "hosts-file", "path", opts.Path)}, nil
+}
+
+// Plan returns what Apply would write for set. It is pure.
+func (s *Sink) Plan(set peer.Set) Plan {
+	return MakePlan(set, s.namer, s.opts.Family, s.opts.Expected)
+}
+
+// Missing returns the expected names that have no address in set, sorted;
+// none means the file is complete. It is pure.
+func (s *Sink) Missing(set peer.Set) []string { return s.Plan(set).Pending }
+
+// Apply renders the block for d.Set into the file, once. Skipped peers are
+// logged in one warning per Apply.
+func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	plan := s.Plan(d.Set)
+	if len(plan.Rejected) > 0 {
+		s.log.Warn("hosts file: peers skipped", "count", len(plan.Rejected), "rejected", plan.Rejected)
+	}
+	if len(plan.Shadowed) > 0 {
+		s.log.Info("hosts file: duplicate names, one peer kept per name", "shadowed", plan.Shadowed)
+	}
+	current, err := os.ReadFile(s.opts.Path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hosts file: %w", err)
+	}
+	out, err := Render(current, s.opts.ID, Block(s.opts.ID, plan))
+	if err != nil {
+		return fmt.Errorf("hosts file %s: %w", s.opts.Path, err)
+	}
+	res, err := atomicfile.Write(s.opts.Path, out, s.opts.Perm, s.opts.WriteMode)
+	if err != nil {
+		return fmt.Errorf("hosts file: %w", err)
+	}
+	s.log.Debug("hosts file applied", "result", res, "entries", len(plan.Entries), "pending", len(plan.Pending), "generation", d.Generation)
+	return nil
+}
