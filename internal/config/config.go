@@ -1,0 +1,277 @@
+// Package config parses peer-finder's command line into a Config. It keeps
+// upstream peer-finder's single-dash Go flag syntax and its defaults, and
+// adds flock's flags in the same style. Parsing is a function of the
+// arguments and an Env, so it is unit-tested without touching the machine.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flockd/flock/sink/hook"
+)
+
+// UsageError is a problem with the command line; peer-finder exits with
+// status 2 on it. Flag names the offending flag when there is one.
+type UsageError struct {
+	Flag string
+	Err  error
+}
+
+func (e *UsageError) Error() string {
+	if e.Flag == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("-%s: %v", e.Flag, e.Err)
+}
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usage(flag string, format string, args ...any) error {
+	return &UsageError{Flag: flag, Err: fmt.Errorf(format, args...)}
+}
+
+// Env is what parsing may read from the machine; main supplies the real one.
+type Env struct {
+	// Getenv reads an environment variable (POD_NAMESPACE).
+	Getenv func(string) string
+	// Hostname returns the OS host name.
+	Hostname func() (string, error)
+	// ResolvConf returns the contents of /etc/resolv.conf.
+	ResolvConf func() ([]byte, error)
+}
+
+// Config is the parsed command line.
+type Config struct {
+	// Raw flag values, kept for diagnostics.
+	OnStartRaw, OnChangeRaw string
+	// OnStart and OnChange are the hooks' argv (nil when not set).
+	OnStart, OnChange []string
+
+	Service   string
+	Namespace string
+	// Domain is the cluster domain, e.g. "cluster.local"; DomainSource says
+	// where it came from (the flag, or which resolv.conf search entry).
+	Domain, DomainSource string
+	Hostname             string
+	// DNSServers are host:port; from -dns-server or resolv.conf nameservers.
+	DNSServers []string
+
+	PollPeriod      time.Duration
+	MinPeers        int
+	StableFor       time.Duration
+	HookTimeout     time.Duration
+	Format          hook.Format
+	TrailingNewline bool
+
+	LogFormat   string
+	Verbosity   int
+	MetricsAddr string
+	// Diagnose asks for a one-shot report instead of running.
+	Diagnose bool
+}
+
+// ServiceFQDN is the governing service's name, e.g. "web.ns.svc.cluster.local".
+func (c *Config) ServiceFQDN() string {
+	return c.Service + "." + c.Namespace + ".svc." + c.Domain
+}
+
+// Self is this member's FQDN: <hostname>.<service>.<ns>.svc.<domain>.
+func (c *Config) Self() string { return c.Hostname + "." + c.ServiceFQDN() }
+
+// InitMode reports whether peer-finder exits after the first delivery, as
+// upstream does when only -on-start is given.
+func (c *Config) InitMode() bool { return c.OnStart != nil && c.OnChange == nil }
+
+// PrintUsage writes the usage text, generated from the flag definitions.
+func PrintUsage(w io.Writer) {
+	fs := NewFlagSet(&Config{}, w)
+	fmt.Fprintf(w, "Usage: peer-finder -service=NAME [-ns=NS] -on-start=SCRIPT | -on-change=SCRIPT [flags]\n\nFlags:\n")
+	fs.PrintDefaults()
+}
+
+// NewFlagSet returns peer-finder's flags bound to c. It is exported so the
+// README's flag reference is generated from the same definitions.
+func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("peer-finder", flag.ContinueOnError)
+	fs.SetOutput(output)
+	// Upstream-compatible flags.
+	fs.StringVar(&c.OnStartRaw, "on-start", "", "Script to run on the first delivery of the peer set (init-container mode when it is the only hook: peer-finder exits after it succeeded). A path, or a command line split by shell-word rules without a shell.")
+	fs.StringVar(&c.OnChangeRaw, "on-change", "", "Script to run on every change of the peer set (and on the first delivery when -on-start is not set).")
+	fs.StringVar(&c.Service, "service", "", "Governing headless service whose members are the peers. Required.")
+	fs.StringVar(&c.Namespace, "ns", "", "Namespace of the service; default $POD_NAMESPACE.")
+	fs.StringVar(&c.Domain, "domain", "", "Cluster domain, e.g. cluster.local; default inferred from the <ns>.svc.<domain> entry of the /etc/resolv.conf search list.")
+	// flock's flags.
+	fs.StringVar(&c.Hostname, "hostname", "", "This member's host name (the first label of its FQDN); default the OS host name.")
+	fs.Func("dns-server", "DNS server `host:port` to query, repeatable; default the resolv.conf nameservers.", func(s string) error {
+		if s = strings.TrimSpace(s); s == "" {
+			return errors.New("empty server")
+		}
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			s = net.JoinHostPort(strings.Trim(s, "[]"), "53")
+		}
+		if _, _, err := splitHostPort(s); err != nil {
+			return err
+		}
+		c.DNSServers = append(c.DNSServers, s)
+		return nil
+	})
+	fs.DurationVar(&c.PollPeriod, "poll-period", time.Second, "Pause between DNS lookups; failures back off from it up to 15s.")
+	fs.IntVar(&c.MinPeers, "min-peers", 1, "Deliver only when at least this many peers (self included) are visible.")
+	fs.DurationVar(&c.StableFor, "stable-for", 0, "Deliver only when the peer set has not changed for this long (coalesces churn during rolling starts).")
+	fs.DurationVar(&c.HookTimeout, "hook-timeout", 0, "Kill a hook's whole process group when it runs longer than this; 0 means no limit.")
+	fs.Func("format", "Hook stdin format: `lines` (sorted FQDNs joined by newlines, as upstream) or json (a versioned document with every peer's fields).", func(s string) error {
+		f, err := hook.ParseFormat(s)
+		c.Format = f
+		return err
+	})
+	fs.BoolVar(&c.TrailingNewline, "trailing-newline", false, "End the lines format with a newline, as `while read` loops want (upstream sends none).")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "Log format: text or json.")
+	fs.Var((*verbosity)(&c.Verbosity), "v", "Log verbosity: -v or -v=1 adds debug logs.")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Serve /metrics, /healthz and /readyz on this `address`, e.g. :9090; empty disables.")
+	fs.BoolVar(&c.Diagnose, "diagnose", false, "Print what peer-finder sees and which gate holds delivery back, then exit: 0 when it would deliver, 1 otherwise.")
+	return fs
+}
+
+// verbosity is an int flag that also accepts a bare -v.
+type verbosity int
+
+func (v *verbosity) String() string   { return strconv.Itoa(int(*v)) }
+func (v *verbosity) IsBoolFlag() bool { return true }
+func (v *verbosity) Set(s string) error {
+	if s == "true" {
+		*v = 1
+		return nil
+	}
+	if s == "false" {
+		*v = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("want a level such as 1")
+	}
+	*v = verbosity(n)
+	return nil
+}
+
+// Parse parses args (without the program name). It returns a *UsageError
+// for bad input, or flag.ErrHelp when -h or -help was asked for.
+func Parse(args []string, env Env) (*Config, error) {
+	c := &Config{}
+	fs := NewFlagSet(c, io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &UsageError{Err: err} // the flag package names the flag
+	}
+	if fs.NArg() > 0 {
+		return nil, usage("", "unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.complete(env)
+}
+
+// complete validates the flags and fills in defaults from env.
+func (c *Config) complete(env Env) error {
+	var err error
+	if c.OnStartRaw != "" {
+		if c.OnStart, err = hook.ParseCommand(c.OnStartRaw); err != nil {
+			return usage("on-start", "%v", err)
+		}
+	}
+	if c.OnChangeRaw != "" {
+		if c.OnChange, err = hook.ParseCommand(c.OnChangeRaw); err != nil {
+			return usage("on-change", "%v", err)
+		}
+	}
+	if c.OnStart == nil && c.OnChange == nil && !c.Diagnose {
+		return usage("on-start", "set -on-start and/or -on-change")
+	}
+	if c.Service = strings.TrimSpace(c.Service); c.Service == "" {
+		return usage("service", "required: the governing headless service")
+	}
+	if !isLabel(c.Service) {
+		return usage("service", "%q is not a valid service name (a DNS label)", c.Service)
+	}
+	if c.Namespace == "" && env.Getenv != nil {
+		c.Namespace = env.Getenv("POD_NAMESPACE")
+	}
+	if c.Namespace == "" {
+		return usage("ns", "required: pass -ns or set POD_NAMESPACE")
+	}
+	if !isLabel(c.Namespace) {
+		return usage("ns", "%q is not a valid namespace", c.Namespace)
+	}
+	if c.Hostname == "" {
+		if env.Hostname == nil {
+			return usage("hostname", "required")
+		}
+		if c.Hostname, err = env.Hostname(); err != nil {
+			return usage("hostname", "cannot read the OS host name, pass -hostname: %v", err)
+		}
+	}
+	c.Hostname = strings.ToLower(c.Hostname)
+	if !isLabel(c.Hostname) {
+		return usage("hostname", "%q is not a DNS label; pass the pod's host name (the first label of its FQDN)", c.Hostname)
+	}
+	var resolv *ResolvConf
+	if c.Domain == "" || len(c.DNSServers) == 0 {
+		resolv, err = readResolvConf(env)
+		if err != nil && c.Domain == "" {
+			return usage("domain", "not set and %v", err)
+		}
+		if err != nil {
+			return usage("dns-server", "not set and %v", err)
+		}
+	}
+	if c.Domain == "" {
+		d, why, err := InferDomain(resolv, c.Namespace)
+		if err != nil {
+			return usage("domain", "%v", err)
+		}
+		c.Domain, c.DomainSource = d, why
+	} else {
+		c.Domain = strings.Trim(strings.ToLower(c.Domain), ".")
+		c.DomainSource = "-domain flag"
+	}
+	if len(c.DNSServers) == 0 {
+		if len(resolv.Servers) == 0 {
+			return usage("dns-server", "not set and /etc/resolv.conf lists no nameserver")
+		}
+		c.DNSServers = resolv.Servers
+	}
+	switch {
+	case c.PollPeriod <= 0:
+		return usage("poll-period", "must be positive, got %v", c.PollPeriod)
+	case c.MinPeers < 0:
+		return usage("min-peers", "must not be negative, got %d", c.MinPeers)
+	case c.StableFor < 0:
+		return usage("stable-for", "must not be negative, got %v", c.StableFor)
+	case c.HookTimeout < 0:
+		return usage("hook-timeout", "must not be negative, got %v", c.HookTimeout)
+	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
+		return usage("log-format", "want text or json, got %q", c.LogFormat)
+	}
+	return nil
+}
+
+// isLabel reports whether s is an RFC 1123 DNS label.
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
