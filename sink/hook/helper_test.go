@@ -61,6 +61,11 @@ func helperMain(args []string) int {
 		fmt.Print("hello\r\n\nworld")
 		fmt.Fprint(os.Stderr, "oops\n")
 		return 0
+	case "discard": // read and drop stdin
+		if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+			return 10
+		}
+		return 0
 	case "never-read":
 		return 0
 	case "slow-read": // read stdin in small pieces, write the byte count to args[0]

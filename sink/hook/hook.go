@@ -134,8 +134,8 @@ func New(cfg Config) (*Hook, error) {
 // Apply runs the hook for d once: OnStart when d.First and OnStart is set,
 // else OnChange; with no command to run it returns nil. It returns nil only
 // when the hook exited with status 0. Otherwise the error names the hook and
-// wraps the exit error (*exec.ExitError), ErrTimeout, or the context's error
-// when ctx ended first.
+// wraps the exit error (*exec.ExitError), ErrTimeout, or context.Cause(ctx)
+// when ctx ended first (the hook is then killed, or not started).
 func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 	name, argv := "on-change", h.cfg.OnChange
 	if d.First && h.cfg.OnStart != nil {

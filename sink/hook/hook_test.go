@@ -447,6 +447,23 @@ func TestApplyLargeInput(t *testing.T) {
 			t.Errorf("hook read %d bytes, want %d", len(got), len(want))
 		}
 	})
+	t.Run("added list too long for the environment", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "env")
+		h, _ := newHook(t, hook.Config{OnStart: helper("env-to-file", out)})
+		if err := h.Apply(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		var env map[string]string
+		if err := json.Unmarshal(readFile(t, out), &env); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := env[hook.EnvPeersAdded]; ok {
+			t.Errorf("%s set with %d bytes, want it unset", hook.EnvPeersAdded, len(env[hook.EnvPeersAdded]))
+		}
+		if env[hook.EnvPeersRemoved] != "" || env[hook.EnvEvent] != "start" {
+			t.Errorf("environment %v", env)
+		}
+	})
 	t.Run("never reads and hangs", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
 		h, _ := newHook(t, hook.Config{OnStart: helper("hang", pidFile), Timeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond})

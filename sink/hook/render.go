@@ -50,15 +50,15 @@ func renderLines(d sink.Delivery, trailingNewline bool) []byte {
 		return nil
 	}
 	n := len(peers)
-	for _, p := range peers {
-		n += len(p.Key())
+	for i := range peers {
+		n += len(peers[i].Key())
 	}
 	b := make([]byte, 0, n)
-	for i, p := range peers {
+	for i := range peers {
 		if i > 0 {
 			b = append(b, '\n')
 		}
-		b = append(b, p.Key()...)
+		b = append(b, peers[i].Key()...)
 	}
 	if trailingNewline {
 		b = append(b, '\n')
