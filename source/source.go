@@ -20,3 +20,10 @@ import (
 type Source interface {
 	Run(ctx context.Context, up chan<- []peer.Peer) error
 }
+
+// Lookuper is an optional capability of a Source: one synchronous lookup of
+// the current snapshot, used by peer-finder's diagnose mode. An error means
+// the source could not tell (the same case in which Run sends nothing).
+type Lookuper interface {
+	Lookup(ctx context.Context) ([]peer.Peer, error)
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flockd/flock/internal/testing/dnstest"
+)
+
+// These tests run the real peer-finder binary against a real DNS server on
+// loopback, with real scripts, in the patterns of upstream's manifests.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "peer-finder-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "peer-finder")
+	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build peer-finder: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const svc = "web.ns1.svc.cluster.local"
+
+// recorder writes a script that stores each run's stdin and event into dir,
+// as NNN-<name> files, and returns its path.
+func recorder(t *testing.T, dir, name string, failFirst bool) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), name+".sh")
+	fail := ""
+	if failFirst {
+		fail = `if [ ! -e "$D/.failed-` + name + `" ]; then touch "$D/.failed-` + name + `"; echo "failing once" >&2; exit 1; fi`
+	}
+	body := fmt.Sprintf(`#!/bin/sh
+D=%q
+%s
+n=$(ls "$D" | wc -l)
+f="$D/$(printf %%03d $n)-%s"
+cat > "$f.tmp"
+echo "$PEER_FINDER_GENERATION $PEER_FINDER_PEERS_ADDED|$PEER_FINDER_PEERS_REMOVED" > "$f.env"
+mv "$f.tmp" "$f"
+`, dir, fail, name)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+type run struct {
+	name  string
+	stdin string
+	env   string
+}
+
+// runs returns the recorded runs in order.
+func runs(t *testing.T, dir string) []run {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	var rs []run
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".env") {
+			continue
+		}
+		stdin, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, _ := os.ReadFile(filepath.Join(dir, n+".env"))
+		rs = append(rs, run{name: n[4:], stdin: string(stdin), env: strings.TrimSpace(string(env))})
+	}
+	return rs
+}
+
+func waitRuns(t *testing.T, dir string, n int) []run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if rs := runs(t, dir); len(rs) >= n {
+			return rs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("wanted %d hook runs, have %+v", n, runs(t, dir))
+	return nil
+}
+
+type process struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func start(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
+	p := &process{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("peer-finder stderr:\n%s", p.stderr)
+		}
+	})
+	return p
+}
+
+func (p *process) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		p.done <- nil
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(30 * time.Second):
+		t.Fatalf("peer-finder did not exit")
+		return -1
+	}
+}
+
+func common(server string) []string {
+	return []string{"-service=web", "-domain=cluster.local", "-hostname=web-0", "-dns-server=" + server, "-poll-period=50ms"}
+}
+
+func fqdn(n int) string { return fmt.Sprintf("web-%d.%s", n, svc) }
+
+func TestInitModeWaitsForSelfThenRunsOnStartOnceAndExits(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(2), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
+	dir := t.TempDir()
+	// The quotes arrive literally, as from Kubernetes' ZooKeeper manifest.
+	p := start(t, append(common(dns.Addr()), `-on-start="`+recorder(t, dir, "on-start", false)+`"`)...)
+	time.Sleep(300 * time.Millisecond) // several polls without self
+	if rs := runs(t, dir); len(rs) != 0 {
+		t.Fatalf("a hook ran before self was found: %+v", rs)
+	}
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(2), Port: 80}, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit status %d, want 0", code)
+	}
+	rs := runs(t, dir)
+	want := fqdn(0) + "\n" + fqdn(1) + "\n" + fqdn(2) // sorted, no trailing newline
+	if len(rs) != 1 || rs[0].name != "on-start" || rs[0].stdin != want {
+		t.Fatalf("runs = %+v, want one on-start with %q", rs, want)
+	}
+	if n := strings.Count(p.stderr.String(), "self-not-found"); n != 1 {
+		t.Errorf("logged self-not-found %d times, want once per change of state:\n%s", n, p.stderr)
+	}
+}
+
+func TestSidecarRunsOnChangeForEveryChange(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80})
+	dir := t.TempDir()
+	p := start(t, append(common(dns.Addr()), "-on-change="+recorder(t, dir, "on-change", false))...)
+	waitRuns(t, dir, 1)
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
+	waitRuns(t, dir, 2)
+	dns.SetBehaviour(svc, dnstest.Behaviour{Rcode: 2}) // SERVFAIL: keep the last set
+	time.Sleep(300 * time.Millisecond)
+	dns.SetBehaviour(svc, dnstest.Behaviour{})
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(3), Port: 80})
+	rs := waitRuns(t, dir, 3)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit status after SIGTERM = %d, want 0", code)
+	}
+	want := []run{
+		{"on-change", fqdn(0), "1 " + fqdn(0) + "|"},
+		{"on-change", fqdn(0) + "\n" + fqdn(1), "2 " + fqdn(1) + "|"},
+		{"on-change", fqdn(0) + "\n" + fqdn(1) + "\n" + fqdn(3), "3 " + fqdn(3) + "|"},
+	}
+	if !slices.Equal(rs, want) {
+		t.Errorf("runs =\n%+v\nwant\n%+v", rs, want)
+	}
+}
+
+func TestOnStartThenOnChangeAndFailingHookRetriedWithNewestSet(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80})
+	dir := t.TempDir()
+	start(t, append(common(dns.Addr()), "-trailing-newline",
+		"-on-start="+recorder(t, dir, "on-start", true),
+		"-on-change="+recorder(t, dir, "on-change", false))...)
+	// The first on-start fails; while it backs off the set grows.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := os.Stat(filepath.Join(dir, ".failed-on-start")); err != nil; _, err = os.Stat(filepath.Join(dir, ".failed-on-start")) {
+		if time.Now().After(deadline) {
+			t.Fatal("on-start never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
+	rs := waitRuns(t, dir, 1)
+	if rs[0].name != "on-start" {
+		t.Fatalf("first successful run = %+v", rs[0])
+	}
+	// The retry carries either the set that failed or the newer one; the
+	// newer one must reach the application either way, and on-start never
+	// runs twice successfully.
+	if rs[0].stdin != fqdn(0)+"\n"+fqdn(1)+"\n" {
+		rs = waitRuns(t, dir, 2)
+		if rs[1].name != "on-change" || rs[1].stdin != fqdn(0)+"\n"+fqdn(1)+"\n" {
+			t.Fatalf("runs = %+v", rs)
+		}
+	}
+}
+
+func TestUsageErrorsExitTwoNamingTheFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-service=web", "-ns=a", "-domain=x"}, "-on-start"},
+		{[]string{"-on-start=/bin/true", "-ns=a", "-domain=x"}, "-service"},
+		{[]string{"-on-start=/bin/true", "-service=web", "-domain=x", "-dns-server=127.0.0.1:53", "-poll-period=fast"}, "-poll-period"},
+	} {
+		cmd := exec.Command(binary, tt.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), tt.flag) {
+			t.Errorf("%v: status %d (%v), stderr %q; want 2 naming %s", tt.args, cmd.ProcessState.ExitCode(), err, stderr.String(), tt.flag)
+		}
+	}
+}

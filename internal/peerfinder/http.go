@@ -1,0 +1,39 @@
+package peerfinder
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serve starts the metrics and health server: /metrics, /healthz (alive)
+// and /readyz (200 once the first set was delivered to every sink).
+func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := p.engine.Status()
+		if !st.Delivered {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not delivered yet: %s: %s\n", st.Verdict.Reason, st.Verdict.Detail)
+			return
+		}
+		fmt.Fprintf(w, "ok: generation %d\n", st.Generation)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics and health", "addr", ln.Addr().String())
+	return srv, nil
+}

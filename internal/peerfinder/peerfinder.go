@@ -1,0 +1,164 @@
+// Package peerfinder wires peer-finder together: it turns a parsed command
+// line into sources, sinks and an engine, runs them, and maps the outcome to
+// an exit status. cmd/peer-finder only calls Main.
+package peerfinder
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/flockd/flock/engine"
+	"github.com/flockd/flock/internal/config"
+	"github.com/flockd/flock/membership"
+	"github.com/flockd/flock/sink/hook"
+	dnssource "github.com/flockd/flock/source/dns"
+)
+
+// Exit statuses of peer-finder.
+const (
+	ExitOK               = 0
+	ExitError            = 1 // runtime failure, or -diagnose found delivery held back
+	ExitUsage            = 2 // bad command line
+	ExitBootstrapTimeout = 3 // init mode gave up after -bootstrap-timeout
+)
+
+// OSEnv is the real machine environment for config.Parse.
+func OSEnv() config.Env {
+	return config.Env{
+		Getenv:     os.Getenv,
+		Hostname:   os.Hostname,
+		ResolvConf: func() ([]byte, error) { return os.ReadFile("/etc/resolv.conf") },
+	}
+}
+
+// Main runs peer-finder with args (without the program name) and returns the
+// exit status.
+func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.Writer) int {
+	cfg, err := config.Parse(args, env)
+	if errors.Is(err, flag.ErrHelp) {
+		config.PrintUsage(stdout)
+		return ExitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "peer-finder: %v\nRun 'peer-finder -help' for usage.\n", err)
+		return ExitUsage
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, log, stdout); err != nil {
+		var ue *config.UsageError
+		switch {
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "peer-finder: %v\n", err)
+			return ExitUsage
+		case errors.Is(err, engine.ErrBootstrapTimeout):
+			log.Error("giving up", "err", err)
+			return ExitBootstrapTimeout
+		case errors.Is(err, errHeldBack):
+			return ExitError
+		}
+		log.Error("peer-finder failed", "err", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if cfg.Verbosity > 0 {
+		opts.Level = slog.LevelDebug
+	}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// pipeline is everything built from a Config.
+type pipeline struct {
+	engine   *engine.Engine
+	registry *prometheus.Registry
+	sources  []engine.NamedSource
+	opts     membership.Options
+}
+
+func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	dnsSrc, err := dnssource.New(dnssource.Config{
+		Name:    cfg.ServiceFQDN(),
+		Servers: cfg.DNSServers,
+		Period:  cfg.PollPeriod,
+		Logger:  log.With("source", "dns"),
+		Metrics: dnssource.NewMetrics(reg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sources := []engine.NamedSource{{Name: "dns", Source: dnsSrc}}
+
+	hk, err := hook.New(hook.Config{
+		OnStart:         cfg.OnStart,
+		OnChange:        cfg.OnChange,
+		Timeout:         cfg.HookTimeout,
+		Format:          cfg.Format,
+		TrailingNewline: cfg.TrailingNewline,
+		Logger:          log,
+	})
+	if err != nil {
+		return nil, &config.UsageError{Flag: "on-start", Err: err}
+	}
+	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, StableFor: cfg.StableFor}
+	eng := engine.New(engine.Config{
+		Sources:    sources,
+		Sinks:      []engine.NamedSink{{Name: "hook", Sink: hk}},
+		Membership: opts,
+		Once:       cfg.InitMode(),
+		Logger:     log,
+		Metrics:    engine.NewMetrics(reg),
+	})
+	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts}, nil
+}
+
+func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
+	p, err := build(cfg, log)
+	if err != nil {
+		return err
+	}
+	if cfg.Diagnose {
+		return diagnose(ctx, cfg, p, stdout)
+	}
+	log.Info("starting", "self", cfg.Self(), "service", cfg.ServiceFQDN(), "domain_from", cfg.DomainSource,
+		"dns_servers", cfg.DNSServers, "init_mode", cfg.InitMode())
+	if cfg.MetricsAddr != "" {
+		srv, err := serve(cfg.MetricsAddr, p, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+	}
+	if err := p.engine.Run(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		log.Info("stopping", "cause", context.Cause(ctx))
+	}
+	return nil
+}
