@@ -76,6 +76,9 @@ type Config struct {
 	MetricsAddr string
 	// Diagnose asks for a one-shot report instead of running.
 	Diagnose bool
+
+	Kube  Kube  // Kubernetes API sources and bootstrap flags (kube.go)
+	Sinks Sinks // file and exec sink flags (sinks.go)
 }
 
 // ServiceFQDN is the governing service's name, e.g. "web.ns.svc.cluster.local".
@@ -137,6 +140,8 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	fs.Var((*verbosity)(&c.Verbosity), "v", "Log verbosity: -v or -v=1 adds debug logs.")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Serve /metrics, /healthz and /readyz on this `address`, e.g. :9090; empty disables.")
 	fs.BoolVar(&c.Diagnose, "diagnose", false, "Print what peer-finder sees and which gate holds delivery back, then exit: 0 when it would deliver, 1 otherwise.")
+	c.addKubeFlags(fs)
+	c.addSinkFlags(fs)
 	return fs
 }
 
@@ -260,7 +265,10 @@ func (c *Config) complete(env Env) error {
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
 		return usage("log-format", "want text or json, got %q", c.LogFormat)
 	}
-	return nil
+	if err := c.completeKube(env); err != nil {
+		return err
+	}
+	return c.completeSinks(env)
 }
 
 // isLabel reports whether s is an RFC 1123 DNS label.

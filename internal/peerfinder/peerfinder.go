@@ -21,8 +21,6 @@ import (
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
 	"github.com/flockd/flock/membership"
-	"github.com/flockd/flock/sink/hook"
-	dnssource "github.com/flockd/flock/source/dns"
 )
 
 // Exit statuses of peer-finder.
@@ -98,33 +96,18 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	dnsSrc, err := dnssource.New(dnssource.Config{
-		Name:    cfg.ServiceFQDN(),
-		Servers: cfg.DNSServers,
-		Period:  cfg.PollPeriod,
-		Logger:  log.With("source", "dns"),
-		Metrics: dnssource.NewMetrics(reg),
-	})
+	sources, err := buildSources(cfg, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	sources := []engine.NamedSource{{Name: "dns", Source: dnsSrc}}
-
-	hk, err := hook.New(hook.Config{
-		OnStart:         cfg.OnStart,
-		OnChange:        cfg.OnChange,
-		Timeout:         cfg.HookTimeout,
-		Format:          cfg.Format,
-		TrailingNewline: cfg.TrailingNewline,
-		Logger:          log,
-	})
+	sinks, err := buildSinks(cfg, log, reg)
 	if err != nil {
-		return nil, &config.UsageError{Flag: "on-start", Err: err}
+		return nil, err
 	}
 	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, StableFor: cfg.StableFor}
 	eng := engine.New(engine.Config{
 		Sources:    sources,
-		Sinks:      []engine.NamedSink{{Name: "hook", Sink: hk}},
+		Sinks:      sinks,
 		Membership: opts,
 		Once:       cfg.InitMode(),
 		Logger:     log,
