@@ -301,7 +301,10 @@ func (s *Source) Lookup(ctx context.Context) ([]peer.Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clonePeers(set.Peers()), nil
+	if set.Len() == 0 {
+		return []peer.Peer{}, nil
+	}
+	return set.Peers(), nil // the set is not kept, so the caller may own its slice
 }
 
 func (s *Source) lookup(ctx context.Context) (peer.Set, error) {
@@ -372,7 +375,7 @@ func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server
 
 // Reason classifies a lookup error for metrics and logs: "timeout",
 // "truncated", "servfail", "refused", "rcode", "malformed" or "network".
-// For a joined error it is the reason of the first server's error.
+// For an error of a lookup it is the reason of the first server that failed.
 func Reason(err error) string {
 	err = firstLeaf(err)
 	var rc *RcodeError
@@ -411,7 +414,7 @@ func firstLeaf(err error) error {
 
 // parse turns an answer into peers, skipping records that do not belong.
 func (s *Source) parse(resp *dns.Msg) peer.Set {
-	ips := make(map[string][]string)
+	ips := make(map[string][]string, len(resp.Extra))
 	for _, sec := range [][]dns.RR{resp.Extra, resp.Answer} {
 		for _, rr := range sec {
 			switch rr := rr.(type) {
