@@ -135,7 +135,7 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 		c.Format = f
 		return err
 	})
-	fs.BoolVar(&c.TrailingNewline, "trailing-newline", false, "End the lines format with a newline, as `while read` loops want (upstream sends none).")
+	fs.BoolVar(&c.TrailingNewline, "trailing-newline", false, "End the lines format with a newline, as while-read loops want (upstream sends none).")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "Log format: text or json.")
 	fs.Var((*verbosity)(&c.Verbosity), "v", "Log verbosity: -v or -v=1 adds debug logs.")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Serve /metrics, /healthz and /readyz on this `address`, e.g. :9090; empty disables.")
