@@ -70,10 +70,11 @@ func TestLookup(t *testing.T) {
 	}
 	three := []string{"web-0." + svc, "web-1." + svc, "web-2." + svc}
 	tests := []struct {
-		name   string
-		setup  []func(*dnstest.Server)
-		want   []string // nil: an error is expected
-		reason string
+		name    string
+		setup   []func(*dnstest.Server)
+		want    []string // nil: an error is expected
+		reason  string
+		timeout time.Duration // per query; 2s when zero
 	}{
 		{name: "answer", setup: []func(*dnstest.Server){peers}, want: three},
 		{name: "nxdomain from all servers is empty", setup: []func(*dnstest.Server){nx, nx}, want: []string{}},
@@ -81,9 +82,9 @@ func TestLookup(t *testing.T) {
 		{name: "nxdomain then answer", setup: []func(*dnstest.Server){nx, peers}, want: three},
 		{name: "answer then nxdomain", setup: []func(*dnstest.Server){peers, nx}, want: three},
 		{name: "servfail then answer", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Rcode: dns.RcodeServerFailure}), peers}, want: three},
-		{name: "timeout then answer", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Drop: true}), peers}, want: three},
+		{name: "timeout then answer", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Drop: true}), peers}, want: three, timeout: 300 * time.Millisecond},
 		{name: "slow answer within timeout", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Delay: 50 * time.Millisecond})}, want: three},
-		{name: "slow answer past timeout", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Delay: time.Second})}, reason: "timeout"},
+		{name: "slow answer past timeout", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Delay: 3 * time.Second})}, reason: "timeout", timeout: 300 * time.Millisecond},
 		{name: "servfail from all", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Rcode: dns.RcodeServerFailure}), behave(dnstest.Behaviour{Rcode: dns.RcodeServerFailure})}, reason: "servfail"},
 		{name: "refused", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Rcode: dns.RcodeRefused})}, reason: "refused"},
 		{name: "other rcode", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Rcode: dns.RcodeNotImplemented})}, reason: "rcode"},
@@ -104,7 +105,7 @@ func TestLookup(t *testing.T) {
 			for i, f := range tt.setup {
 				f(ss[i])
 			}
-			src, err := New(Config{Name: svc, Servers: addrs(ss), Timeout: 300 * time.Millisecond})
+			src, err := New(Config{Name: svc, Servers: addrs(ss), Timeout: cmpOr(tt.timeout, 2*time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}
