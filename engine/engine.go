@@ -39,6 +39,18 @@ type NamedSink struct {
 	Sink sink.Sink
 }
 
+// SizeSource reports the expected number of members, e.g. the owning
+// StatefulSet's spec.replicas, for the membership size gate.
+//
+// Run sends the current size as soon as it is known and again whenever it
+// changes; while it cannot tell (a failed lookup) it sends nothing and the
+// engine keeps the last size. Until the first size arrives the size gate
+// holds (membership.WaitExpect). Run blocks until ctx is done, never closes
+// up, and returns nil on cancellation or an error when it cannot run at all.
+type SizeSource interface {
+	Run(ctx context.Context, up chan<- int) error
+}
+
 // RoleFunc returns the bootstrap role ("form", "join" or "") for a set about
 // to be delivered. An error is retried like a failed sink.
 type RoleFunc func(ctx context.Context, set peer.Set, self string) (string, error)
@@ -48,6 +60,9 @@ type Config struct {
 	Sources    []NamedSource
 	Sinks      []NamedSink
 	Membership membership.Options
+	// Expect, when set, overrides Membership.Expect with the sizes it
+	// reports (and holds delivery until the first one).
+	Expect SizeSource
 	// Once makes Run return nil as soon as every sink applied the first set
 	// (init-container mode).
 	Once bool
@@ -143,7 +158,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer cancel() // runs before wg.Wait
 
 	updates := make(chan update)
-	errc := make(chan sourceErr, len(e.cfg.Sources))
+	errc := make(chan sourceErr, len(e.cfg.Sources)+1)
 	for i, s := range e.cfg.Sources {
 		ch := make(chan []peer.Peer)
 		wg.Go(func() {
@@ -163,6 +178,17 @@ func (e *Engine) Run(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				}
+			}
+		})
+	}
+
+	opts := e.cfg.Membership
+	sizes := make(chan int)
+	if e.cfg.Expect != nil {
+		opts.ExpectPending = true
+		wg.Go(func() {
+			if err := e.cfg.Expect.Run(ctx, sizes); err != nil && ctx.Err() == nil {
+				errc <- sourceErr{-1, err}
 			}
 		})
 	}
@@ -198,8 +224,17 @@ func (e *Engine) Run(ctx context.Context) error {
 			if m := e.cfg.Metrics; m != nil {
 				m.snapshots.WithLabelValues(views[u.source].Source).Inc()
 			}
+		case n := <-sizes:
+			if !opts.ExpectPending && n == opts.Expect {
+				continue
+			}
+			e.cfg.Logger.Info("expected size", "peers", n, "was", opts.Expect)
+			opts.Expect, opts.ExpectPending = n, false
 		case <-recheck.C:
 		case se := <-errc:
+			if se.source < 0 {
+				return fmt.Errorf("expected size: %w", se.err)
+			}
 			return fmt.Errorf("source %s: %w", e.cfg.Sources[se.source].Name, se.err)
 		case <-bootstrap:
 			if !e.Status().Delivered {
@@ -213,7 +248,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		}
 
-		set, o, v := membership.Compute(views, e.cfg.Membership, obs, e.cfg.Now())
+		set, o, v := membership.Compute(views, opts, obs, e.cfg.Now())
 		obs = o
 		if v.Reason != last.Reason || v.Peers != last.Peers || v.Need != last.Need {
 			e.logVerdict(v)

@@ -284,3 +284,75 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// chanSize is a SizeSource forwarding whatever the test sends on in.
+type chanSize struct {
+	in  chan int
+	err chan error
+}
+
+func (s chanSize) Run(ctx context.Context, up chan<- int) error {
+	for {
+		select {
+		case n := <-s.in:
+			select {
+			case up <- n:
+			case <-ctx.Done():
+				return nil
+			}
+		case err := <-s.err:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// waitVerdict polls the engine's status until its verdict has reason r.
+func waitVerdict(t *testing.T, e *Engine, r membership.Reason, need int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := e.Status().Verdict
+		if v.Reason == r && v.Need == need {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("verdict = %s (need %d), want %s (need %d)", v.Reason, v.Need, r, need)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestExpectedSizeFromSizeSource(t *testing.T) {
+	src := chanSource{in: make(chan []peer.Peer)}
+	size := chanSize{in: make(chan int), err: make(chan error)}
+	rec := &recorder{events: make(chan sink.Delivery, 10)}
+	e := New(Config{
+		Sources:    []NamedSource{{"test", src}},
+		Sinks:      []NamedSink{{"rec", rec}},
+		Membership: membership.Options{Self: self, MinPeers: 1},
+		Expect:     size,
+	})
+	errc := make(chan error)
+	go func() { errc <- e.Run(t.Context()) }()
+
+	src.in <- names("web-0", "web-1")
+	waitVerdict(t, e, membership.WaitExpect, 1) // size unknown: hold
+	size.in <- 3
+	waitVerdict(t, e, membership.WaitSize, 3)
+	src.in <- names("web-0", "web-1", "web-2")
+	if d := <-rec.events; d.Set.Len() != 3 {
+		t.Fatalf("delivery = %v, want 3 peers", d.Set.Keys())
+	}
+	size.in <- 4 // scale up: the next set must have 4
+	waitVerdict(t, e, membership.WaitSize, 4)
+	src.in <- names("web-0", "web-1", "web-2", "web-3")
+	if d := <-rec.events; d.Set.Len() != 4 {
+		t.Fatalf("delivery = %v, want 4 peers", d.Set.Keys())
+	}
+	size.err <- errors.New("no owner")
+	if err := <-errc; err == nil || err.Error() != "expected size: no owner" {
+		t.Fatalf("Run() = %v, want the size source's error", err)
+	}
+}

@@ -7,7 +7,8 @@
 //	sources  every configured source has reported at least once
 //	empty    the merged set is not empty
 //	self     the set contains Self (upstream peer-finder's rule)
-//	size     the set has at least max(MinPeers, Expect) peers
+//	size     the expected size is known (ExpectPending is false) and the
+//	         set has at least max(MinPeers, Expect) peers
 //	stable   the set has been unchanged for StableFor
 //
 // A source that fails keeps its last view (sources send nothing on failure),
@@ -40,6 +41,9 @@ type Options struct {
 	// Expect is the expected number of members, e.g. a StatefulSet's
 	// spec.replicas (0: unknown). It gates like MinPeers.
 	Expect int
+	// ExpectPending is true while the expected size is still being looked
+	// up (e.g. the StatefulSet was not read yet): the size gate holds.
+	ExpectPending bool
 	// StableFor is how long the merged set must stay unchanged before it is
 	// published (0: publish at once).
 	StableFor time.Duration
@@ -62,6 +66,7 @@ const (
 	WaitEmpty   Reason = "no-peers"
 	WaitSelf    Reason = "self-not-found"
 	WaitSize    Reason = "too-few-peers"
+	WaitExpect  Reason = "expected-size-unknown"
 	WaitStable  Reason = "not-stable-yet"
 )
 
@@ -111,6 +116,8 @@ func Compute(views []View, opts Options, last Observation, now time.Time) (peer.
 		v.Reason, v.Detail = WaitEmpty, "the sources answered with no peers"
 	case opts.Self != "" && !set.Has(opts.Self):
 		v.Reason, v.Detail = WaitSelf, fmt.Sprintf("%s is not among the %d peers found", opts.Self, set.Len())
+	case opts.ExpectPending:
+		v.Reason, v.Detail = WaitExpect, fmt.Sprintf("%d peers visible, the expected size is not known yet", set.Len())
 	case set.Len() < need:
 		v.Reason, v.Detail = WaitSize, fmt.Sprintf("%d of %d peers visible", set.Len(), need)
 	case now.Sub(obs.Since) < opts.StableFor:
