@@ -28,5 +28,33 @@ cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes, kwok, Core
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# controller-gen is installed into a cache dir, per version, on first use.
+TOOLS_DIR ?= $(HOME)/.cache/flock/tools
+CONTROLLER_GEN_VERSION ?= v0.23.0
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION)
+	GOBIN=$(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	@mv $(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION)/controller-gen $@
+
+generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code (api/v1alpha1).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+manifests: $(CONTROLLER_GEN) ## Generate the Flock CRD and the controller's RBAC role under config/.
+	$(CONTROLLER_GEN) crd rbac:roleName=flock-controller paths=./api/... paths=./internal/controller/... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) are stale.
+	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config/crd config/rbac)" || { echo "untracked generated files:"; git ls-files --others --exclude-standard -- api config/crd config/rbac; exit 1; }
+
+KUBECONFIG ?= $(HOME)/.kube/config
+
+controller: ## Run flock-controller against $$KUBECONFIG (install the CRD first: kubectl apply --server-side -k config/crd).
+	$(GO) run ./cmd/flock-controller -kubeconfig=$(KUBECONFIG) -leader-elect=false -metrics-bind-address=0 -health-probe-bind-address=0
+
+.PHONY: generate manifests verify controller
+
 .PHONY: help build test bench cluster-build FORCE
 FORCE:

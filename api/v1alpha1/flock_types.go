@@ -1,0 +1,258 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Mode says where a Flock keeps its members' data.
+// +kubebuilder:validation:Enum=NetworkStorage;NodePinned;Auto
+type Mode string
+
+const (
+	// ModeNetworkStorage keeps data on volumes provisioned from the
+	// Flock's volumeClaimTemplates; members may run on any eligible node.
+	ModeNetworkStorage Mode = "NetworkStorage"
+	// ModeNodePinned keeps data in a directory on a node; member i is
+	// pinned to the node recorded in status.members[i].node.
+	ModeNodePinned Mode = "NodePinned"
+	// ModeAuto chooses NetworkStorage when the cluster has a default
+	// StorageClass and NodePinned otherwise. The choice is made once and
+	// recorded in status.mode.
+	ModeAuto Mode = "Auto"
+)
+
+// LocalVolumeSource says which kind of PersistentVolume holds a member's
+// node-local data.
+// +kubebuilder:validation:Enum=HostPath;Local
+type LocalVolumeSource string
+
+const (
+	// LocalVolumeHostPath uses a hostPath volume of type DirectoryOrCreate:
+	// the kubelet creates the directory on first use.
+	LocalVolumeHostPath LocalVolumeSource = "HostPath"
+	// LocalVolumeLocal uses a "local" volume: the directory (typically a
+	// mounted disk) must exist on the node before the member starts.
+	LocalVolumeLocal LocalVolumeSource = "Local"
+)
+
+// Annotations understood by the controller.
+const (
+	// ReassignAnnotation is the explicit user action that moves members to
+	// other nodes in NodePinned mode. Its value is a comma-separated list of
+	// entries "<ordinal>=<node>" (move the member to that node) or
+	// "<ordinal>" (move the member to any free eligible node, but only while
+	// its recorded node is gone or unschedulable). The data on the old node
+	// stays there: its PersistentVolume is released, not deleted.
+	ReassignAnnotation = "flockd.io/reassign"
+)
+
+// Labels the controller puts on the objects it makes.
+const (
+	// FlockLabel holds the Flock's name on pods, services and volumes.
+	FlockLabel = "flockd.io/flock"
+	// NamespaceLabel holds the Flock's namespace on PersistentVolumes,
+	// which are cluster-scoped.
+	NamespaceLabel = "flockd.io/namespace"
+	// MemberLabel holds the member ordinal on PersistentVolumes.
+	MemberLabel = "flockd.io/member"
+	// VolumeLabel holds the volume name on PersistentVolumes.
+	VolumeLabel = "flockd.io/volume"
+)
+
+// FlockSpec is the desired state of a Flock.
+type FlockSpec struct {
+	// Replicas is the number of members. Members are named <flock>-0 ..
+	// <flock>-(replicas-1); scaling down removes the highest ordinals and
+	// keeps their data.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Template is the pod template of every member. Its containers mount
+	// the storage volumes by name.
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// ServiceName is the name of the headless governing Service, which
+	// gives member i the DNS name <flock>-<i>.<serviceName>.<namespace>.svc.<domain>.
+	// Defaults to the Flock's name. Immutable.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serviceName is immutable"
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// Ports are the ports of the governing Service; they name the SRV
+	// records of the members.
+	// +listType=map
+	// +listMapKey=port
+	// +listMapKey=protocol
+	// +optional
+	Ports []corev1.ServicePort `json:"ports,omitempty"`
+
+	// Mode says where members keep their data. Immutable.
+	// +kubebuilder:default=Auto
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable"
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+
+	// Storage describes the members' persistent volumes. Immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable"
+	// +optional
+	Storage Storage `json:"storage,omitempty"`
+
+	// NodeSelector restricts the nodes members may run on. In NodePinned
+	// mode, it also picks the nodes members are pinned to.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let members run on tainted nodes; in NodePinned mode a
+	// node is eligible only if its NoSchedule and NoExecute taints are
+	// tolerated.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// Storage describes the members' persistent volumes.
+type Storage struct {
+	// VolumeClaimTemplates are used in NetworkStorage mode: member i gets a
+	// claim <template>-<flock>-<i> for each template, as in a StatefulSet.
+	// +optional
+	VolumeClaimTemplates []corev1.PersistentVolumeClaim `json:"volumeClaimTemplates,omitempty"`
+
+	// Local is used in NodePinned mode.
+	// +optional
+	Local *LocalStorage `json:"local,omitempty"`
+}
+
+// LocalStorage describes node-local volumes: for each volume name, member i
+// gets a PersistentVolume on its node at
+// <path>/<namespace>/<flock>/<volume>-<i>, pre-bound to the claim
+// <volume>-<flock>-<i>.
+type LocalStorage struct {
+	// Path is the host directory under which members keep their data.
+	// +kubebuilder:default="/var/lib/flock"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Size is the capacity recorded on each volume. The kubelet does not
+	// enforce it on host directories.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// Volumes are the names of the volumes each member gets; containers
+	// mount them by these names.
+	// +kubebuilder:default={data}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:items:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:items:MaxLength=40
+	// +listType=set
+	// +optional
+	Volumes []string `json:"volumes,omitempty"`
+
+	// Source is the kind of PersistentVolume: HostPath (the directory is
+	// created on first use) or Local (the directory must exist).
+	// +kubebuilder:default=HostPath
+	// +optional
+	Source LocalVolumeSource `json:"source,omitempty"`
+}
+
+// MemberStatus is the observed state of one member.
+type MemberStatus struct {
+	// Ordinal is the member's index.
+	Ordinal int32 `json:"ordinal"`
+	// Node is the node the member is pinned to (NodePinned mode) or runs
+	// on (NetworkStorage mode). Empty when not yet placed.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// Active is false for members removed by scaling down whose data and
+	// node assignment are kept for when they come back.
+	Active bool `json:"active"`
+	// Ready says whether the member's pod is Ready.
+	Ready bool `json:"ready"`
+	// Waiting says why the member cannot run, if it cannot.
+	// +optional
+	Waiting string `json:"waiting,omitempty"`
+}
+
+// FlockStatus is the observed state of a Flock.
+type FlockStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Mode is the storage mode in effect (Auto resolved).
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+	// Replicas is the number of member pods that exist.
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas is the number of member pods that are Ready.
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// Selector is the label selector of the member pods (for the scale
+	// subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// Members lists every member that has a node or data, by ordinal.
+	// +listType=map
+	// +listMapKey=ordinal
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+	// Conditions are Available, Progressing and Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types of a Flock.
+const (
+	// ConditionAvailable is True when all members are Ready.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while members are being created,
+	// removed or updated.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when a member cannot run: its node is gone
+	// or unschedulable, or no eligible node is free.
+	ConditionDegraded = "Degraded"
+)
+
+// Flock is a set of members with stable names and persistent storage,
+// spread one member per node.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=flk
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters (StatefulSet pod labels)"
+type Flock struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec FlockSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status FlockStatus `json:"status,omitempty"`
+}
+
+// FlockList is a list of Flocks.
+//
+// +kubebuilder:object:root=true
+type FlockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the Flocks.
+	Items []Flock `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Flock{}, &FlockList{})
+}

@@ -1,0 +1,415 @@
+// Package controller reconciles Flocks: a pure Desired computes the
+// Service, StatefulSet and node-pinned volumes, the Reconciler applies
+// them with server-side apply and writes the status once.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
+)
+
+// FieldOwner is the field manager of everything the controller applies.
+const FieldOwner = "flock-controller"
+
+// defaultClassAnnotation marks the cluster's default StorageClass.
+const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+
+// EventRecorder emits Kubernetes Events (satisfied by the manager's
+// events.k8s.io recorder).
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Reconciler reconciles Flocks.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads directly from the API server, for objects the
+	// controller does not cache (StorageClasses, claims).
+	APIReader client.Reader
+	// Recorder emits Events on Flocks.
+	Recorder EventRecorder
+}
+
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=list
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one Flock's objects to the desired state and records
+// the status. It is level-based: it reads everything it decides from, so a
+// restart at any point resumes correctly.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var f flockv1.Flock
+	if err := r.Client.Get(ctx, req.NamespacedName, &f); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if f.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	obs, err := r.reconcile(ctx, &f)
+	obs.Err = err
+	if serr := r.writeStatus(ctx, &f, obs); serr != nil {
+		return ctrl.Result{}, errors.Join(err, serr)
+	}
+	return ctrl.Result{}, err
+}
+
+// reconcile applies the desired objects and returns what it observed.
+func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed, error) {
+	obs := Observed{Flock: f}
+	mode, err := r.mode(ctx, f)
+	if err != nil {
+		return obs, err
+	}
+	obs.Mode = mode
+	in := DesiredInput{Flock: f, Mode: mode}
+	if mode == flockv1.ModeNodePinned {
+		p, hostnames, err := r.place(ctx, f)
+		if err != nil {
+			return obs, err
+		}
+		obs.Placement = p
+		in.Assign, in.Hostnames = p.Assign, hostnames
+	}
+	objs, err := Desired(in)
+	if err != nil {
+		return obs, err
+	}
+	for _, o := range objs {
+		if err := r.apply(ctx, o); err != nil {
+			return obs, err
+		}
+	}
+	if mode == flockv1.ModeNodePinned {
+		if err := r.completeMoves(ctx, f, obs.Placement); err != nil {
+			return obs, err
+		}
+	}
+	var sts appsv1.StatefulSet
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(f), &sts); {
+	case err == nil:
+		obs.StatefulSet = &sts
+	case !apierrors.IsNotFound(err):
+		return obs, fmt.Errorf("get statefulset: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(f.Namespace), client.MatchingLabels(SelectorLabels(f))); err != nil {
+		return obs, fmt.Errorf("list pods: %w", err)
+	}
+	obs.Pods = pods.Items
+	return obs, nil
+}
+
+// mode resolves the storage mode once: a recorded mode is kept; Auto
+// becomes NodePinned when the Flock already has local volumes, else
+// NetworkStorage when the cluster has a default StorageClass.
+func (r *Reconciler) mode(ctx context.Context, f *flockv1.Flock) (flockv1.Mode, error) {
+	if f.Status.Mode != "" && f.Status.Mode != flockv1.ModeAuto {
+		return f.Status.Mode, nil
+	}
+	if f.Spec.Mode == flockv1.ModeNetworkStorage || f.Spec.Mode == flockv1.ModeNodePinned {
+		return f.Spec.Mode, nil
+	}
+	pvs, err := r.volumes(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	if len(pvs) > 0 {
+		return flockv1.ModeNodePinned, nil
+	}
+	var classes storagev1.StorageClassList
+	if err := r.APIReader.List(ctx, &classes); err != nil {
+		return "", fmt.Errorf("list storageclasses: %w", err)
+	}
+	if slices.ContainsFunc(classes.Items, func(c storagev1.StorageClass) bool {
+		return c.Annotations[defaultClassAnnotation] == "true"
+	}) {
+		return flockv1.ModeNetworkStorage, nil
+	}
+	return flockv1.ModeNodePinned, nil
+}
+
+func (r *Reconciler) volumes(ctx context.Context, f *flockv1.Flock) ([]corev1.PersistentVolume, error) {
+	var pvs corev1.PersistentVolumeList
+	err := r.Client.List(ctx, &pvs, client.MatchingLabels{flockv1.FlockLabel: f.Name, flockv1.NamespaceLabel: f.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("list persistentvolumes: %w", err)
+	}
+	return pvs.Items, nil
+}
+
+// place computes the NodePinned placement from the Flock's volumes (where
+// the data is), its status, the nodes and the reassign annotation.
+func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock) (Placement, map[string]string, error) {
+	pvs, err := r.volumes(ctx, f)
+	if err != nil {
+		return Placement{}, nil, err
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return Placement{}, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	infos := make([]NodeInfo, 0, len(nodes.Items))
+	hostnames := map[string]string{}
+	for i := range nodes.Items {
+		infos = append(infos, NodeInfoFrom(&nodes.Items[i]))
+		hostnames[nodes.Items[i].Name] = nodes.Items[i].Labels[hostnameLabel]
+	}
+	reassign, err := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
+	if err != nil {
+		return Placement{}, nil, fmt.Errorf("annotation %s: %w", flockv1.ReassignAnnotation, err)
+	}
+	return Place(PlacementInput{
+		Replicas:    replicas(f),
+		Current:     CurrentAssignments(f.Status.Members, pvs),
+		Nodes:       infos,
+		Selector:    f.Spec.NodeSelector,
+		Tolerations: f.Spec.Tolerations,
+		Reassign:    reassign,
+	}), hostnames, nil
+}
+
+// CurrentAssignments merges where members' data is (volumes that are not
+// Released) with the recorded status. The status wins when it names one of
+// the member's volumes' nodes (a move in progress); otherwise the volumes
+// win, since the data is there.
+func CurrentAssignments(members []flockv1.MemberStatus, pvs []corev1.PersistentVolume) map[int32]string {
+	onDisk := map[int32][]string{}
+	for i := range pvs {
+		pv := &pvs[i]
+		if pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed || pv.DeletionTimestamp != nil {
+			continue
+		}
+		ord, err := strconv.ParseInt(pv.Labels[flockv1.MemberLabel], 10, 32)
+		node := pv.Annotations[nodeAnnotation]
+		if err != nil || node == "" {
+			continue
+		}
+		if !slices.Contains(onDisk[int32(ord)], node) {
+			onDisk[int32(ord)] = append(onDisk[int32(ord)], node)
+		}
+	}
+	out := map[int32]string{}
+	for _, m := range members {
+		if m.Node != "" {
+			out[m.Ordinal] = m.Node
+		}
+	}
+	for ord, nodes := range onDisk {
+		if cur, ok := out[ord]; ok && slices.Contains(nodes, cur) {
+			continue
+		}
+		out[ord] = slices.Min(nodes)
+	}
+	return out
+}
+
+// completeMoves finishes explicit reassignments: a member listed in the
+// reassign annotation whose claims are bound to volumes on another node
+// gets those claims deleted (the volumes and the data stay, Released) and
+// its pod deleted unless it already runs on the new node; the StatefulSet
+// then recreates both, and the claims bind to the new pre-bound volumes.
+func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Placement) error {
+	reassign, _ := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
+	for _, ord := range sortedKeys(reassign) {
+		node, ok := p.Assign[ord]
+		if !ok || ord >= replicas(f) {
+			continue
+		}
+		moved := false
+		for _, vol := range localStorage(f).Volumes {
+			var pvc corev1.PersistentVolumeClaim
+			key := types.NamespacedName{Namespace: f.Namespace, Name: ClaimName(f, vol, ord)}
+			if err := r.APIReader.Get(ctx, key, &pvc); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("get claim %s: %w", key.Name, err)
+			}
+			if pvc.Spec.VolumeName == "" || pvc.Spec.VolumeName == VolumeName(f, vol, ord, node) {
+				continue
+			}
+			moved = true
+			if pvc.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, &pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete claim %s of moved member: %w", key.Name, err)
+			}
+			log.FromContext(ctx).Info("released claim of moved member", "member", ord, "claim", key.Name, "volume", pvc.Spec.VolumeName, "node", node)
+		}
+		if !moved {
+			continue
+		}
+		var pod corev1.Pod
+		key := types.NamespacedName{Namespace: f.Namespace, Name: fmt.Sprintf("%s-%d", f.Name, ord)}
+		if err := r.Client.Get(ctx, key, &pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("get pod %s: %w", key.Name, err)
+		}
+		if pod.DeletionTimestamp != nil || pod.Spec.NodeName == node {
+			continue
+		}
+		if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pod %s of moved member: %w", key.Name, err)
+		}
+		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "MemberMoved", "Reassign", "member %d moved to node %s; its old data stays on the old node", ord, node)
+	}
+	return nil
+}
+
+// apply server-side applies obj, owning every field it sets.
+func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("convert %T %s: %w", obj, obj.GetName(), err)
+	}
+	delete(m, "status")
+	dropNulls(m)
+	u := &unstructured.Unstructured{Object: m}
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// dropNulls removes null values (such as creationTimestamp) that typed
+// objects carry and that apply would otherwise claim.
+func dropNulls(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			dropNulls(v)
+		case []any:
+			for _, e := range v {
+				if em, ok := e.(map[string]any); ok {
+					dropNulls(em)
+				}
+			}
+		}
+	}
+}
+
+// writeStatus writes the status if it changed, and emits an Event for each
+// member that starts waiting.
+func (r *Reconciler) writeStatus(ctx context.Context, f *flockv1.Flock, obs Observed) error {
+	st := Status(obs)
+	was := map[int32]string{}
+	for _, m := range f.Status.Members {
+		was[m.Ordinal] = m.Waiting
+	}
+	for _, m := range st.Members {
+		if m.Waiting != "" && was[m.Ordinal] != m.Waiting {
+			r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "MemberWaiting", "Place", "member %s-%d waits: %s", f.Name, m.Ordinal, waitMessage(m.Waiting, m.Node))
+		}
+	}
+	if obs.Err != nil {
+		r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%s", obs.Err.Error())
+	}
+	if equality.Semantic.DeepEqual(st, f.Status) {
+		return nil
+	}
+	f.Status = st
+	if err := r.Client.Status().Update(ctx, f); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller: Flocks, the objects they own,
+// their pods and volumes (by label), and node changes that matter for
+// placement.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byFlockLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[flockv1.FlockLabel]
+		ns := o.GetNamespace()
+		if ns == "" {
+			ns = o.GetLabels()[flockv1.NamespaceLabel]
+		}
+		if name == "" || ns == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	})
+	allFlocks := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list flockv1.FlockList
+		if err := r.Client.List(ctx, &list); err != nil {
+			log.FromContext(ctx).Error(err, "list flocks for node event")
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&flockv1.Flock{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Watches(&corev1.Pod{}, byFlockLabel).
+		Watches(&corev1.PersistentVolume{}, byFlockLabel).
+		Watches(&corev1.Node{}, allFlocks, builder.WithPredicates(nodePlacementChanged)).
+		Complete(r)
+}
+
+// nodePlacementChanged passes node events that can change placement:
+// creation, deletion, and changes of labels, taints or schedulability
+// (not the frequent status heartbeats).
+var nodePlacementChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return o.Spec.Unschedulable != n.Spec.Unschedulable ||
+			!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+			!labels.Equals(o.Labels, n.Labels)
+	},
+}
+
+// CacheSelectors restrict the manager's cache to the pods and volumes of
+// Flocks, so the controller does not hold every pod of the cluster.
+func CacheSelectors() map[client.Object]labels.Selector {
+	sel := labels.NewSelector()
+	req, _ := labels.NewRequirement(flockv1.FlockLabel, selection.Exists, nil)
+	sel = sel.Add(*req)
+	return map[client.Object]labels.Selector{&corev1.Pod{}: sel, &corev1.PersistentVolume{}: sel}
+}

@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
+)
+
+// ManagerOptions configures NewManager.
+type ManagerOptions struct {
+	// MetricsAddr is where Prometheus metrics are served; "0" disables.
+	MetricsAddr string
+	// ProbeAddr is where /healthz and /readyz are served; "" or "0" disables.
+	ProbeAddr string
+	// LeaderElection makes only one replica reconcile at a time.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease; required out of cluster.
+	LeaderElectionNamespace string
+	// Logger is the manager's logger.
+	Logger logr.Logger
+}
+
+// leaderElectionID names the Lease replicas compete for.
+const leaderElectionID = "flock-controller.flockd.io"
+
+// Scheme returns a scheme with the built-in types and flockd.io/v1alpha1.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("add client-go types: %w", err)
+	}
+	if err := flockv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("add flockd.io types: %w", err)
+	}
+	return s, nil
+}
+
+// NewManager returns a manager running the Flock controller, with health
+// checks, metrics and leader election as configured. Start runs it.
+func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
+	s, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{}
+	for obj, sel := range CacheSelectors() {
+		byObject[obj] = cache.ByObject{Label: sel}
+	}
+	probe := o.ProbeAddr
+	if probe == "" {
+		probe = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        s,
+		Logger:                        o.Logger,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        probe,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              leaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptrTo(10 * time.Second),
+		Cache:                         cache.Options{ByObject: byObject},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("cache not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(FieldOwner),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setup flock controller: %w", err)
+	}
+	return mgr, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

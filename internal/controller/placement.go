@@ -1,0 +1,222 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// zoneLabel is the well-known label placement spreads members across.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// NodeInfo is what placement needs to know about a node.
+type NodeInfo struct {
+	Name          string
+	Labels        map[string]string
+	Taints        []corev1.Taint
+	Unschedulable bool
+}
+
+// NodeInfoFrom slims a Node down to what placement reads.
+func NodeInfoFrom(n *corev1.Node) NodeInfo {
+	return NodeInfo{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
+}
+
+// PlacementInput is everything placement decides from.
+type PlacementInput struct {
+	// Replicas is the number of active members (ordinals 0..Replicas-1).
+	Replicas int32
+	// Current are the recorded assignments, ordinal -> node, of active and
+	// inactive members (from existing volumes and status).
+	Current map[int32]string
+	// Nodes are all nodes of the cluster.
+	Nodes []NodeInfo
+	// Selector and Tolerations define the eligible nodes.
+	Selector    map[string]string
+	Tolerations []corev1.Toleration
+	// Reassign are the user's explicit moves (see ParseReassign).
+	Reassign map[int32]string
+}
+
+// Placement is the result of Place.
+type Placement struct {
+	// Assign maps every member that has a node (active or not) to it.
+	Assign map[int32]string
+	// Waiting maps active members that cannot run now to the reason.
+	Waiting map[int32]string
+	// Moved lists the members whose node changed because of Reassign.
+	Moved []int32
+}
+
+// Waiting reasons.
+const (
+	WaitNodeGone          = "NodeGone"
+	WaitNodeUnschedulable = "NodeUnschedulable"
+	WaitNoEligibleNode    = "NoEligibleNode"
+	WaitReassignTarget    = "ReassignTargetNotEligible"
+)
+
+// Place assigns members to nodes, one member per node. It is pure.
+//
+// Rules, in order:
+//   - a recorded assignment is kept, even when its node is gone or
+//     unschedulable (the member then waits: its data is there);
+//   - an explicit reassignment "i=node" moves member i to that node if the
+//     node is eligible and holds no other member, else member i waits;
+//     a bare "i" moves member i to a free eligible node only while its
+//     recorded node is gone or unschedulable;
+//   - new active members go, lowest ordinal first, to free eligible
+//     nodes, preferring the zone with the fewest members, then the node
+//     name; when no node is free they wait.
+func Place(in PlacementInput) Placement {
+	byName := make(map[string]NodeInfo, len(in.Nodes))
+	for _, n := range in.Nodes {
+		byName[n.Name] = n
+	}
+	eligible := func(name string) bool {
+		n, ok := byName[name]
+		return ok && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
+	}
+	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}}
+	used := map[string]int32{}
+	for o, node := range in.Current {
+		if node == "" {
+			continue
+		}
+		p.Assign[o] = node
+		used[node] = o
+	}
+
+	// Explicit moves, lowest ordinal first so the result is deterministic.
+	for _, o := range sortedKeys(in.Reassign) {
+		if o < 0 || o >= in.Replicas {
+			continue
+		}
+		target, cur := in.Reassign[o], p.Assign[o]
+		switch {
+		case target == "" && (cur == "" || eligible(cur)):
+			// Nothing to do: the member is fine where it is.
+		case target == "":
+			if n, ok := pickFree(in.Nodes, used, p.Assign, eligible); ok {
+				delete(used, cur)
+				p.Assign[o], used[n] = n, o
+				p.Moved = append(p.Moved, o)
+			}
+		case target == cur:
+		default:
+			if owner, taken := used[target]; taken && owner != o || !eligible(target) {
+				p.Waiting[o] = WaitReassignTarget
+				continue
+			}
+			if cur != "" {
+				delete(used, cur)
+			}
+			p.Assign[o], used[target] = target, o
+			p.Moved = append(p.Moved, o)
+		}
+	}
+
+	for o := int32(0); o < in.Replicas; o++ {
+		if _, waiting := p.Waiting[o]; waiting {
+			continue
+		}
+		node, ok := p.Assign[o]
+		if !ok {
+			n, found := pickFree(in.Nodes, used, p.Assign, eligible)
+			if !found {
+				p.Waiting[o] = WaitNoEligibleNode
+				continue
+			}
+			p.Assign[o], used[n] = n, o
+			continue
+		}
+		switch n, exists := byName[node]; {
+		case !exists:
+			p.Waiting[o] = WaitNodeGone
+		case n.Unschedulable:
+			p.Waiting[o] = WaitNodeUnschedulable
+		}
+	}
+	return p
+}
+
+// pickFree returns the free eligible node in the zone with the fewest
+// assigned members, ties broken by node name.
+func pickFree(nodes []NodeInfo, used map[string]int32, assign map[int32]string, eligible func(string) bool) (string, bool) {
+	zoneOf := map[string]string{}
+	for _, n := range nodes {
+		zoneOf[n.Name] = n.Labels[zoneLabel]
+	}
+	perZone := map[string]int{}
+	for _, node := range assign {
+		perZone[zoneOf[node]]++
+	}
+	var free []NodeInfo
+	for _, n := range nodes {
+		if _, taken := used[n.Name]; !taken && eligible(n.Name) {
+			free = append(free, n)
+		}
+	}
+	if len(free) == 0 {
+		return "", false
+	}
+	best := slices.MinFunc(free, func(a, b NodeInfo) int {
+		return cmp.Or(cmp.Compare(perZone[a.Labels[zoneLabel]], perZone[b.Labels[zoneLabel]]), cmp.Compare(a.Name, b.Name))
+	})
+	return best.Name, true
+}
+
+func selects(selector, nodeLabels map[string]string) bool {
+	return labels.SelectorFromSet(selector).Matches(labels.Set(nodeLabels))
+}
+
+// tolerates reports whether every NoSchedule and NoExecute taint is tolerated.
+func tolerates(tolerations []corev1.Toleration, taints []corev1.Taint) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(logr.Discard(), t, true) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseReassign parses the value of the flockd.io/reassign annotation:
+// comma-separated "<ordinal>=<node>" or "<ordinal>" entries.
+func ParseReassign(v string) (map[int32]string, error) {
+	out := map[int32]string{}
+	for entry := range strings.SplitSeq(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		ord, node, _ := strings.Cut(entry, "=")
+		i, err := strconv.ParseInt(strings.TrimSpace(ord), 10, 32)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("reassign entry %q: want <ordinal>[=<node>]", entry)
+		}
+		if _, dup := out[int32(i)]; dup {
+			return nil, fmt.Errorf("reassign entry %q: ordinal %d given twice", entry, i)
+		}
+		out[int32(i)] = strings.TrimSpace(node)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[int32]V) []int32 {
+	keys := make([]int32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
