@@ -4,11 +4,12 @@
 //	flock-cluster build             build (or reuse) the cached component binaries
 //	flock-cluster up                start the cluster, or reuse a running one; print env
 //	flock-cluster env               print the env of the running cluster
-//	flock-cluster down              stop the processes "up" started
-//	flock-cluster exec -- CMD ARGS  run CMD with the cluster env, starting the cluster
-//	                                for it (and stopping it afterwards) if none was running
+//	flock-cluster down              stop exactly the processes "up" started
+//	flock-cluster exec -- CMD ARGS  run CMD with the cluster env; a cluster started
+//	                                for it is stopped afterwards once no one uses it
 //
-// Progress and logs go to stderr; stdout carries only "export" lines a shell can eval.
+// Progress and logs go to stderr; stdout carries only "export" lines a shell
+// can eval: eval "$(flock-cluster up)".
 package main
 
 import (
@@ -18,8 +19,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/flockd/flock/internal/localcluster"
 )
@@ -31,49 +35,169 @@ func main() {
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) int {
+type config struct {
+	cmd     string
+	args    []string
+	opts    localcluster.Options
+	verbose bool
+}
+
+func parseArgs(args []string) (config, error) {
+	var c config
 	fs := flag.NewFlagSet("flock-cluster", flag.ContinueOnError)
-	verbose := fs.Bool("v", false, "debug logging")
+	fs.StringVar(&c.opts.StateDir, "state-dir", "", "cluster state dir (default $FLOCK_STATE_DIR, else <repo>/.state/cluster)")
+	fs.IntVar(&c.opts.Nodes, "nodes", 4, "simulated nodes")
+	fs.IntVar(&c.opts.Zones, "zones", 2, "zones the nodes are spread over")
+	fs.DurationVar(&c.opts.ReadyDelay, "ready-delay", 500*time.Millisecond, "how long a started pod stays not ready")
+	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flock-cluster [-v] build|up|env|down|exec -- CMD ARGS...")
+		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|exec -- CMD ARGS...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() < 1 {
+		fs.Usage()
+		return c, errors.New("missing command")
+	}
+	c.cmd, c.args = fs.Arg(0), fs.Args()[1:]
+	if len(c.args) > 0 && c.args[0] == "--" {
+		c.args = c.args[1:]
+	}
+	switch c.cmd {
+	case "build", "up", "env", "down":
+		if len(c.args) > 0 {
+			return c, fmt.Errorf("%s takes no arguments", c.cmd)
+		}
+	case "exec":
+		if len(c.args) == 0 {
+			return c, errors.New("exec needs a command")
+		}
+	default:
+		fs.Usage()
+		return c, fmt.Errorf("unknown command %q", c.cmd)
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string) int {
+	c, err := parseArgs(args)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "flock-cluster:", err)
+		}
 		return 2
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if c.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if fs.NArg() < 1 {
-		fs.Usage()
-		return 2
-	}
-	cacheRoot, err := localcluster.CacheRoot()
+	code, err := c.exec(ctx, log)
 	if err != nil {
-		log.Error("cache dir", "err", err)
-		return 1
+		log.Error("flock-cluster failed", "command", c.cmd, "err", err)
 	}
+	return code
+}
+
+func (c config) exec(ctx context.Context, log *slog.Logger) (int, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		log.Error("working dir", "err", err)
-		return 1
+		return 1, err
 	}
-	switch cmd := fs.Arg(0); cmd {
+	root, err := localcluster.RepoRoot(wd)
+	if err != nil {
+		return 1, err
+	}
+	o := c.opts
+	if o.CacheRoot, err = localcluster.CacheRoot(); err != nil {
+		return 1, err
+	}
+	if o.StateDir == "" {
+		o.StateDir = localcluster.DefaultStateDir(root)
+	}
+	o.Log, o.Progress = log, os.Stderr
+	switch c.cmd {
 	case "build":
-		root, err := localcluster.RepoRoot(wd)
-		if err == nil {
-			err = localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root, CacheRoot: cacheRoot, Progress: os.Stderr, Log: log})
-		}
+		return exit(localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root, CacheRoot: o.CacheRoot, Progress: os.Stderr, Log: log}))
+	case "up":
+		s, started, err := localcluster.Up(ctx, o)
 		if err != nil {
-			log.Error("build failed", "err", err)
-			return 1
+			return 1, err
 		}
-		return 0
-	default:
-		fs.Usage()
-		log.Error("unknown command", "command", cmd, "err", errors.ErrUnsupported)
-		return 2
+		if !started {
+			fmt.Fprintf(os.Stderr, "local cluster already running (state %s)\n", s.StateDir)
+		}
+		printEnv(s, o.CacheRoot)
+		return exit(localcluster.SetEphemeral(o.StateDir, false))
+	case "env":
+		s, err := localcluster.Load(o.StateDir)
+		if err != nil {
+			return 1, fmt.Errorf("%w: start it with \"make cluster-up\"", err)
+		}
+		printEnv(s, o.CacheRoot)
+		return 0, nil
+	case "down":
+		return exit(localcluster.Down(ctx, o.StateDir, log))
+	case "exec":
+		return execWith(ctx, o, c.args, log)
 	}
+	return 2, fmt.Errorf("unknown command %q", c.cmd)
+}
+
+// execWith runs args with the cluster's env. A cluster it had to start is
+// marked ephemeral and stopped afterwards by the last user to let go.
+func execWith(ctx context.Context, o localcluster.Options, args []string, log *slog.Logger) (int, error) {
+	s, started, release, err := localcluster.Acquire(ctx, o)
+	if err != nil {
+		return 1, err
+	}
+	if started {
+		if err := localcluster.SetEphemeral(o.StateDir, true); err != nil {
+			release()
+			return 1, err
+		}
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), s.Env(o.CacheRoot)...)
+	runErr := cmd.Run() // SIGINT reaches the child through the terminal's process group
+	release()
+	stopped, err := localcluster.StopIfUnused(context.WithoutCancel(ctx), o.StateDir, log)
+	if err != nil {
+		log.Warn("stop local cluster", "err", err)
+	} else if stopped {
+		fmt.Fprintln(os.Stderr, "stopped the local cluster started for this command")
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(runErr, &exitErr):
+		return exitErr.ExitCode(), nil // the command reported its own failure
+	case runErr != nil:
+		return 1, fmt.Errorf("run %s: %w", args[0], runErr)
+	}
+	return 0, nil
+}
+
+func printEnv(s *localcluster.State, cacheRoot string) {
+	for _, kv := range s.Env(cacheRoot) {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Printf("export %s=%s\n", k, shellQuote(v))
+	}
+}
+
+// shellQuote quotes v for POSIX shells when it needs it.
+func shellQuote(v string) string {
+	if v != "" && strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+,=") == "" {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+func exit(err error) (int, error) {
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
 }

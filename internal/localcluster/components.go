@@ -190,7 +190,7 @@ func (c Component) build(ctx context.Context, o BuildOptions) error {
 	}
 	cmd := exec.CommandContext(ctx, o.Go, args...)
 	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
 	cmd.Stdout, cmd.Stderr = o.Progress, o.Progress
 	stop := ticker(o.Progress, c.Name, start)
 	err = cmd.Run()
@@ -273,6 +273,10 @@ func defaultBinaryName(pkg string) string {
 
 // RepoRoot walks up from dir to the directory holding the flock go.mod.
 func RepoRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
 	for d := dir; ; d = filepath.Dir(d) {
 		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
 		if err == nil && strings.HasPrefix(string(b), "module github.com/flockd/flock\n") {

@@ -1,0 +1,644 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/template"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Fixed addressing of every local cluster. Pod IPs are not loopback because
+// EndpointSlices reject 127.0.0.0/8.
+const (
+	Domain           = "cluster.local"
+	PodCIDR          = "10.244.0.0/16"
+	serviceCIDR      = "10.96.0.0/16"
+	serviceClusterIP = "10.96.0.1"
+)
+
+// Options configure a cluster. Zero values take the defaults noted.
+type Options struct {
+	StateDir  string // required
+	CacheRoot string // required; where Build put the binaries
+	// Nodes is the number of simulated nodes (default 4), spread round robin
+	// over Zones zones (default 2).
+	Nodes, Zones int
+	// ReadyDelay is how long a started pod stays not ready (default 500ms).
+	ReadyDelay time.Duration
+	// Timeout bounds the start (default 2m).
+	Timeout  time.Duration
+	Log      *slog.Logger
+	Progress io.Writer // human progress lines; nil discards
+}
+
+func (o *Options) defaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 4
+	}
+	if o.Zones == 0 {
+		o.Zones = 2
+	}
+	if o.ReadyDelay == 0 {
+		o.ReadyDelay = 500 * time.Millisecond
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// State describes a started cluster; it is stored as state.json in the state dir.
+type State struct {
+	StateDir   string    `json:"stateDir"`
+	Kubeconfig string    `json:"kubeconfig"` // admin
+	Server     string    `json:"server"`     // kube-apiserver URL
+	DNSAddr    string    `json:"dnsAddr"`    // CoreDNS host:port, UDP and TCP
+	Domain     string    `json:"domain"`
+	Nodes      int       `json:"nodes"`
+	Started    time.Time `json:"started"`
+	// Procs are the processes started, in start order; they stop in reverse.
+	Procs []Proc `json:"procs"`
+}
+
+// Proc is one started component process.
+type Proc struct {
+	Name string   `json:"name"`
+	Pid  int      `json:"pid"`
+	Args []string `json:"args"` // argv, for restarts
+	// StartTime is the process start time from /proc/<pid>/stat; together with
+	// the pid it identifies the process, so a reused pid is never signalled.
+	StartTime uint64 `json:"startTime"`
+}
+
+// DefaultStateDir is $FLOCK_STATE_DIR, else <repoRoot>/.state/cluster: one
+// cluster per checkout, shared by everything run from it.
+func DefaultStateDir(repoRoot string) string {
+	if d := os.Getenv("FLOCK_STATE_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(repoRoot, ".state", "cluster")
+}
+
+// ErrNotRunning means the state dir has no live cluster.
+var ErrNotRunning = errors.New("local cluster not running")
+
+const stateFile = "state.json"
+
+// Load reads the state of the cluster in dir and checks that every process it
+// started is still alive. It returns ErrNotRunning otherwise.
+func Load(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (no %s in %s)", ErrNotRunning, stateFile, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read cluster state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	for _, p := range s.Procs {
+		if !p.alive() {
+			return &s, fmt.Errorf("%w (%s, pid %d, exited; see %s)", ErrNotRunning, p.Name, p.Pid, s.LogFile(p.Name))
+		}
+	}
+	return &s, nil
+}
+
+// LogFile is the log of a component.
+func (s *State) LogFile(component string) string {
+	return filepath.Join(s.StateDir, "logs", component+".log")
+}
+
+// RESTConfig is the admin client configuration.
+func (s *State) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", s.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200 // a test bed, not a shared production server
+	return cfg, nil
+}
+
+// Env is the environment that points tools at the cluster, as KEY=value.
+func (s *State) Env(cacheRoot string) []string {
+	return []string{
+		"KUBECONFIG=" + s.Kubeconfig,
+		"FLOCK_DNS=" + s.DNSAddr,
+		"FLOCK_CLUSTER_DOMAIN=" + s.Domain,
+		"FLOCK_STATE_DIR=" + s.StateDir,
+		"FLOCK_UPSTREAM_PEER_FINDER=" + UpstreamPeerFinder(cacheRoot),
+	}
+}
+
+// Up starts a cluster in o.StateDir, or returns the running one (started is
+// false then). Concurrent calls for one state dir wait for each other.
+func Up(ctx context.Context, o Options) (s *State, started bool, err error) {
+	s, started, release, err := up(ctx, o, false)
+	if release != nil {
+		release()
+	}
+	return s, started, err
+}
+
+// Acquire is Up that also registers the caller as a user of the cluster until
+// release is called or the process exits. StopIfUnused does not stop a
+// cluster that has users.
+func Acquire(ctx context.Context, o Options) (s *State, started bool, release func(), err error) {
+	return up(ctx, o, true)
+}
+
+func up(ctx context.Context, o Options, hold bool) (s *State, started bool, release func(), err error) {
+	o.defaults()
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return nil, false, nil, fmt.Errorf("create state dir: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	unlock, err := lockFile(ctx, filepath.Join(o.StateDir, "up.lock"), syscall.LOCK_EX)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	defer unlock()
+	release = func() {}
+	if hold {
+		// Registered under up.lock, so StopIfUnused cannot slip in between.
+		if release, err = lockFile(ctx, filepath.Join(o.StateDir, "users.lock"), syscall.LOCK_SH); err != nil {
+			return nil, false, nil, err
+		}
+	}
+	s, started, err = upLocked(ctx, o)
+	if err != nil {
+		release()
+		return nil, false, nil, err
+	}
+	return s, started, release, nil
+}
+
+func upLocked(ctx context.Context, o Options) (*State, bool, error) {
+	old, err := Load(o.StateDir)
+	if err == nil {
+		err = old.healthy(ctx)
+		if err == nil {
+			o.Log.Debug("reusing running cluster", "stateDir", o.StateDir)
+			return old, false, nil
+		}
+		o.Log.Warn("running cluster is unhealthy, restarting it", "err", err)
+	}
+	if old != nil {
+		old.stop(o.Log)
+	}
+	s, err := start(ctx, o)
+	if err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// ephemeralFile marks a cluster started only for the duration of one command
+// (see SetEphemeral).
+const ephemeralFile = "ephemeral"
+
+// SetEphemeral marks the cluster in dir as started for a single command
+// (true), to be stopped by StopIfUnused, or as wanted beyond it (false).
+func SetEphemeral(dir string, on bool) error {
+	p := filepath.Join(dir, ephemeralFile)
+	if on {
+		return os.WriteFile(p, nil, 0o644)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clear ephemeral mark: %w", err)
+	}
+	return nil
+}
+
+// StopIfUnused stops the cluster in dir if it is marked ephemeral and no
+// process holds it through Acquire. Whoever releases last stops it.
+func StopIfUnused(ctx context.Context, dir string, log *slog.Logger) (stopped bool, err error) {
+	if _, err := os.Stat(filepath.Join(dir, ephemeralFile)); err != nil {
+		return false, nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(dir, "up.lock"), syscall.LOCK_EX)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	unuse, ok, err := tryLock(filepath.Join(dir, "users.lock"), syscall.LOCK_EX)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer unuse()
+	if err := downLocked(dir, log); err != nil {
+		return false, err
+	}
+	return true, SetEphemeral(dir, false)
+}
+
+// healthy checks that the API server answers /readyz.
+func (s *State) healthy(ctx context.Context) error {
+	cs, err := s.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return fmt.Errorf("kube-apiserver /readyz: %w", err)
+	}
+	return nil
+}
+
+func (s *State) client() (kubernetes.Interface, error) {
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return cs, nil
+}
+
+// Down stops the cluster in dir: exactly the processes Up started, etcd last.
+// It is not an error if none is running.
+func Down(ctx context.Context, dir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(dir, "up.lock"), syscall.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return downLocked(dir, log)
+}
+
+func downLocked(dir string, log *slog.Logger) error {
+	s, err := Load(dir)
+	if s == nil {
+		if errors.Is(err, ErrNotRunning) {
+			return nil
+		}
+		return err
+	}
+	s.stop(log)
+	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cluster state: %w", err)
+	}
+	return nil
+}
+
+// stop terminates the recorded processes in reverse start order.
+func (s *State) stop(log *slog.Logger) {
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		p := s.Procs[i]
+		if err := p.stop(10 * time.Second); err != nil {
+			log.Warn("stop component", "component", p.Name, "pid", p.Pid, "err", err)
+			continue
+		}
+		log.Debug("stopped component", "component", p.Name, "pid", p.Pid)
+	}
+}
+
+func (s *State) save() error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode cluster state: %w", err)
+	}
+	tmp := filepath.Join(s.StateDir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write cluster state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.StateDir, stateFile)); err != nil {
+		return fmt.Errorf("write cluster state: %w", err)
+	}
+	return nil
+}
+
+//go:embed kwok.yaml.tmpl
+var kwokTemplate string
+
+var kwokConfig = template.Must(template.New("kwok").Delims("[[", "]]").Parse(kwokTemplate))
+
+// corefile serves the cluster domain and reverse zones from the API, with
+// TTL 0 so tests see changes without cache delay. Other names are refused.
+var corefile = template.Must(template.New("Corefile").Parse(`.:{{.Port}} {
+    bind 127.0.0.1
+    errors
+    ready 127.0.0.1:{{.ReadyPort}}
+    kubernetes {{.Domain}} in-addr.arpa ip6.arpa {
+        kubeconfig {{.Kubeconfig}}
+        pods insecure
+        ttl 0
+        fallthrough in-addr.arpa ip6.arpa
+    }
+}
+`))
+
+// controllers run by kube-controller-manager: what workloads, services,
+// storage and simulated nodes need, nothing cloud-related.
+var controllers = []string{
+	"clusterrole-aggregation-controller",
+	"cronjob-controller",
+	"daemonset-controller",
+	"deployment-controller",
+	"disruption-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
+	"endpointslice-mirroring-controller",
+	"ephemeral-volume-controller",
+	"garbage-collector-controller",
+	"job-controller",
+	"namespace-controller",
+	"node-lifecycle-controller",
+	"persistentvolume-binder-controller",
+	"persistentvolume-expander-controller",
+	"persistentvolume-protection-controller",
+	"persistentvolumeclaim-protection-controller",
+	"pod-garbage-collector-controller",
+	"replicaset-controller",
+	"replicationcontroller-controller",
+	"resourcequota-controller",
+	"root-ca-certificate-publisher-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"statefulset-controller",
+	"ttl-after-finished-controller",
+}
+
+// start brings a fresh cluster up; on failure it stops what it started.
+func start(ctx context.Context, o Options) (_ *State, err error) {
+	bins, err := Binaries(o.CacheRoot)
+	if err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	fmt.Fprintf(o.Progress, "starting local cluster in %s\n", o.StateDir)
+	// A fresh start begins from scratch: no old data, keys or configs. Logs of
+	// the previous run are kept with a .prev suffix.
+	for _, d := range []string{"etcd", "pki", "config"} {
+		if err := os.RemoveAll(filepath.Join(o.StateDir, d)); err != nil {
+			return nil, fmt.Errorf("clean state dir: %w", err)
+		}
+	}
+	logs := filepath.Join(o.StateDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	cfgDir := filepath.Join(o.StateDir, "config")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create config dir: %w", err)
+	}
+	ports, err := freePorts(8)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort, kwokPort, dnsPort, dnsReadyPort :=
+		ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], ports[6], ports[7]
+	s := &State{
+		StateDir:   o.StateDir,
+		Kubeconfig: filepath.Join(o.StateDir, "admin.kubeconfig"),
+		Server:     "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		DNSAddr:    "127.0.0.1:" + strconv.Itoa(dnsPort),
+		Domain:     Domain,
+		Nodes:      o.Nodes,
+		Started:    time.Now(),
+	}
+	defer func() {
+		if err != nil {
+			s.stop(o.Log)
+		}
+	}()
+	kc := func(name string) string { return filepath.Join(cfgDir, name+".kubeconfig") }
+	if err := writePKI(o.StateDir, s.Server, map[string]clientIdentity{
+		"admin.kubeconfig":                          {"flock-admin", []string{"system:masters"}},
+		"config/kube-controller-manager.kubeconfig": {"system:kube-controller-manager", nil},
+		"config/kube-scheduler.kubeconfig":          {"system:kube-scheduler", nil},
+		"config/kwok.kubeconfig":                    {"flock-kwok", []string{"system:masters"}},
+		"config/coredns.kubeconfig":                 {"flock-coredns", nil},
+	}); err != nil {
+		return nil, err
+	}
+	pki := func(name string) string { return filepath.Join(o.StateDir, "pki", name) }
+
+	run := func(name string, args ...string) error {
+		p, err := startProc(o.StateDir, name, bins[name], args)
+		if err != nil {
+			return err
+		}
+		s.Procs = append(s.Procs, p)
+		o.Log.Debug("started component", "component", name, "pid", p.Pid)
+		return nil
+	}
+	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
+
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(etcdPeerPort)
+	if err := run("etcd",
+		"--name=flock", "--data-dir="+filepath.Join(o.StateDir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+etcdPeer, "--initial-advertise-peer-urls="+etcdPeer,
+		"--initial-cluster=flock="+etcdPeer,
+		"--unsafe-no-fsync", // throwaway data; fsync only slows tests down
+		"--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, s, "etcd", etcdURL+"/health", false); err != nil {
+		return nil, err
+	}
+	step("etcd ready")
+	if err := run("kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--tls-cert-file="+pki("apiserver.crt"), "--tls-private-key-file="+pki("apiserver.key"),
+		"--client-ca-file="+pki("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc."+Domain,
+		"--service-account-key-file="+pki("sa.pub"), "--service-account-signing-key-file="+pki("sa.key"),
+		"--service-cluster-ip-range="+serviceCIDR,
+		// The default reconciler would publish 127.0.0.1 as the endpoint of the
+		// kubernetes Service, which EndpointSlices reject.
+		"--endpoint-reconciler-type=none",
+		"--allow-privileged=true",
+		"--profiling=false",
+	); err != nil {
+		return nil, err
+	}
+	cs, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	if err := waitAPI(ctx, s, cs); err != nil {
+		return nil, err
+	}
+	step("kube-apiserver ready")
+	if err := bootstrap(ctx, cs, o); err != nil {
+		return nil, err
+	}
+	if err := run("kube-controller-manager",
+		"--kubeconfig="+kc("kube-controller-manager"),
+		"--authentication-kubeconfig="+kc("kube-controller-manager"),
+		"--authorization-kubeconfig="+kc("kube-controller-manager"),
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+pki("sa.key"),
+		"--root-ca-file="+pki("ca.crt"),
+		"--controllers="+strings.Join(controllers, ","),
+		"--profiling=false",
+	); err != nil {
+		return nil, err
+	}
+	if err := run("kube-scheduler",
+		"--kubeconfig="+kc("kube-scheduler"),
+		"--authentication-kubeconfig="+kc("kube-scheduler"),
+		"--authorization-kubeconfig="+kc("kube-scheduler"),
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
+		"--leader-elect=false",
+		"--profiling=false",
+	); err != nil {
+		return nil, err
+	}
+	var kwokYAML bytes.Buffer
+	if err := kwokConfig.Execute(&kwokYAML, map[string]any{
+		"PodCIDR": PodCIDR, "ReadyDelayMillis": o.ReadyDelay.Milliseconds(),
+	}); err != nil {
+		return nil, fmt.Errorf("render kwok config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "kwok.yaml"), kwokYAML.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("write kwok config: %w", err)
+	}
+	if err := run("kwok",
+		"--kubeconfig="+kc("kwok"),
+		"--config="+filepath.Join(cfgDir, "kwok.yaml"),
+		"--manage-all-nodes=true",
+		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
+	); err != nil {
+		return nil, err
+	}
+	var core bytes.Buffer
+	if err := corefile.Execute(&core, map[string]any{
+		"Port": dnsPort, "ReadyPort": dnsReadyPort, "Domain": Domain, "Kubeconfig": kc("coredns"),
+	}); err != nil {
+		return nil, fmt.Errorf("render Corefile: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "Corefile"), core.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("write Corefile: %w", err)
+	}
+	if err := run("coredns", "-conf="+filepath.Join(cfgDir, "Corefile")); err != nil {
+		return nil, err
+	}
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, s, "kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), true); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, s, "kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), true); err != nil {
+		return nil, err
+	}
+	step("scheduler and controllers healthy")
+	if err := waitNodes(ctx, s, cs, o.Nodes); err != nil {
+		return nil, err
+	}
+	if err := waitServiceAccount(ctx, s, cs, "default"); err != nil {
+		return nil, err
+	}
+	step("nodes ready")
+	if err := waitHTTP(ctx, s, "coredns", fmt.Sprintf("http://127.0.0.1:%d/ready", dnsReadyPort), false); err != nil {
+		return nil, err
+	}
+	if err := waitDNS(ctx, s); err != nil {
+		return nil, err
+	}
+	step("CoreDNS answering")
+	fmt.Fprintf(o.Progress, "local cluster up in %.1fs; logs in %s\n", time.Since(begin).Seconds(), logs)
+	return s, nil
+}
+
+// freePorts reserves n distinct free TCP ports on 127.0.0.1 (also free for UDP
+// where CoreDNS needs it) by binding and releasing them.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find free port: %w", err)
+		}
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken for UDP; try another
+		}
+		held = append(held, u)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// Restart stops one component and starts it again with the same arguments,
+// then waits until the API server is ready. Other users of the cluster see the
+// outage, so it is meant for clusters owned by one test.
+func (s *State) Restart(ctx context.Context, component string) error {
+	unlock, err := lockFile(ctx, filepath.Join(s.StateDir, "up.lock"), syscall.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	i := slices.IndexFunc(s.Procs, func(p Proc) bool { return p.Name == component })
+	if i < 0 {
+		return fmt.Errorf("restart %s: no such component", component)
+	}
+	old := s.Procs[i]
+	if err := old.stop(10 * time.Second); err != nil {
+		return fmt.Errorf("restart %s: %w", component, err)
+	}
+	p, err := startProc(s.StateDir, old.Name, old.Args[0], old.Args[1:])
+	if err != nil {
+		return fmt.Errorf("restart %s: %w", component, err)
+	}
+	s.Procs[i] = p
+	if err := s.save(); err != nil {
+		return err
+	}
+	cs, err := s.client()
+	if err != nil {
+		return err
+	}
+	return waitAPI(ctx, s, cs)
+}

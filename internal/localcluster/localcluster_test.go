@@ -1,0 +1,73 @@
+package localcluster
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNodeCIDR(t *testing.T) {
+	tests := []struct {
+		i, n int
+		want string
+	}{
+		{0, 1, "10.244.0.0/16"},
+		{0, 4, "10.244.0.0/18"},
+		{3, 4, "10.244.192.0/18"},
+		{4, 5, "10.244.128.0/19"},
+		{255, 300, "10.244.255.0/24"},
+	}
+	for _, tt := range tests {
+		if got := nodeCIDR(tt.i, tt.n); got != tt.want {
+			t.Errorf("nodeCIDR(%d, %d) = %s, want %s", tt.i, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestDefaultBinaryName(t *testing.T) {
+	tests := map[string]string{
+		"go.etcd.io/etcd/server/v3":            "server",
+		"k8s.io/kubernetes/cmd/kube-apiserver": "kube-apiserver",
+		"github.com/coredns/coredns":           "coredns",
+		"example.com/v":                        "v",
+	}
+	for pkg, want := range tests {
+		if got := defaultBinaryName(pkg); got != want {
+			t.Errorf("defaultBinaryName(%q) = %q, want %q", pkg, got, want)
+		}
+	}
+}
+
+// TestComponentsMatchHelperModules keeps the version keys of the cache in step
+// with what the helper modules pin and build.
+func TestComponentsMatchHelperModules(t *testing.T) {
+	root, err := RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range Components {
+		b, err := os.ReadFile(filepath.Join(root, "hack", "components", c.Name, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := string(b)
+		if !strings.Contains(mod, "\t"+c.Module+" "+c.Version+" ") && !strings.Contains(mod, "\t"+c.Module+" "+c.Version+"\n") {
+			t.Errorf("hack/components/%s/go.mod does not require %s %s", c.Name, c.Module, c.Version)
+		}
+		for _, pkg := range c.Binaries {
+			if !strings.Contains(mod, pkg+"\n") {
+				t.Errorf("hack/components/%s/go.mod has no tool directive for %s", c.Name, pkg)
+			}
+		}
+	}
+}
+
+func TestKubeVersionLDFlags(t *testing.T) {
+	got := kubeVersionLDFlags("v1.37.2")
+	for _, want := range []string{"k8s.io/component-base/version.gitVersion=v1.37.2", "version.gitMajor=1 ", "version.gitMinor=37 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("kubeVersionLDFlags: %q lacks %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package localcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// startProc starts a component detached from the caller: its own session (so
+// a terminal's Ctrl-C or the end of "go test" does not reach it), stdin from
+// /dev/null, output appended to logs/<name>.log.
+func startProc(stateDir, name, bin string, args []string) (Proc, error) {
+	logPath := filepath.Join(stateDir, "logs", name+".log")
+	if _, err := os.Stat(logPath); err == nil {
+		_ = os.Rename(logPath, logPath+".prev") // keep one previous run for post-mortems
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return Proc{}, fmt.Errorf("open log of %s: %w", name, err)
+	}
+	defer logf.Close() // the child keeps its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = stateDir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return Proc{}, fmt.Errorf("start %s: %w", name, err)
+	}
+	go cmd.Wait() //nolint:errcheck // reaps the child if it exits while we live; state is read from /proc
+	st, err := procStartTime(cmd.Process.Pid)
+	if err != nil {
+		return Proc{}, fmt.Errorf("start %s: %w", name, err)
+	}
+	return Proc{Name: name, Pid: cmd.Process.Pid, Args: append([]string{bin}, args...), StartTime: st}, nil
+}
+
+// procStat returns the state letter and start time of pid from /proc.
+func procStat(pid int) (state byte, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) is parenthesised and may contain spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22: starttime
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return f[0][0], start, nil
+}
+
+func procStartTime(pid int) (uint64, error) {
+	_, st, err := procStat(pid)
+	return st, err
+}
+
+// alive reports whether the recorded process still runs (and is the same one).
+func (p Proc) alive() bool {
+	state, st, err := procStat(p.Pid)
+	return err == nil && st == p.StartTime && state != 'Z' && state != 'X'
+}
+
+// stop sends SIGTERM, waits up to grace, then SIGKILLs. A process that is
+// already gone (or whose pid now belongs to another process) is left alone.
+func (p Proc) stop(grace time.Duration) error {
+	if !p.alive() {
+		return nil
+	}
+	if err := syscall.Kill(p.Pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal %s: %w", p.Name, err)
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !p.alive() {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(p.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s: %w", p.Name, err)
+	}
+	for i := 0; i < 100 && p.alive(); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// deadProc returns an error naming the first started process that exited,
+// with the end of its log, or nil.
+func (s *State) deadProc() error {
+	for _, p := range s.Procs {
+		if !p.alive() {
+			return fmt.Errorf("%s exited; end of %s:\n%s", p.Name, s.LogFile(p.Name), tail(s.LogFile(p.Name), 15))
+		}
+	}
+	return nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
