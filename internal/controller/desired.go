@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -119,6 +120,9 @@ func service(f *flockv1.Flock) *corev1.Service {
 		p.DeepCopyInto(&ports[i])
 		if ports[i].Protocol == "" {
 			ports[i].Protocol = corev1.ProtocolTCP
+		}
+		if ports[i].TargetPort.IntValue() == 0 && ports[i].TargetPort.StrVal == "" {
+			ports[i].TargetPort = intstr.FromInt32(p.Port) // what the API server defaults
 		}
 	}
 	return &corev1.Service{

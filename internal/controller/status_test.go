@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
+)
+
+func pod(name, node string, ready bool) corev1.Pod {
+	s := corev1.ConditionFalse
+	if ready {
+		s = corev1.ConditionTrue
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: s}}},
+	}
+}
+
+func rolledOut(n int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Generation: 1},
+		Status:     appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, CurrentRevision: "r", UpdateRevision: "r"},
+	}
+}
+
+func TestStatus(t *testing.T) {
+	type conds struct{ available, progressing, degraded metav1.ConditionStatus }
+	tests := []struct {
+		name      string
+		obs       Observed
+		replicas  int32
+		ready     int32
+		conds     conds
+		members   map[int32]string // ordinal -> node
+		waiting   map[int32]string
+		degReason string
+	}{{
+		name: "all ready",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true)}},
+		replicas: 3, ready: 3, conds: conds{"True", "False", "False"},
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"},
+	}, {
+		name: "scaling up",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(2),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true)}},
+		replicas: 2, ready: 2, conds: conds{"False", "True", "False"},
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"},
+	}, {
+		name: "member waits for its cordoned node",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, Waiting: map[int32]string{1: WaitNodeUnschedulable}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "", false), pod("zk-2", "n3", true)}},
+		replicas: 3, ready: 2, conds: conds{"False", "False", "True"}, degReason: "MembersWaiting",
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, waiting: map[int32]string{1: WaitNodeUnschedulable},
+	}, {
+		name: "no node for member 2",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(2),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2"}, Waiting: map[int32]string{2: WaitNoEligibleNode}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true)}},
+		replicas: 2, ready: 2, conds: conds{"False", "False", "True"}, degReason: "MembersWaiting",
+		members: map[int32]string{0: "n1", 1: "n2", 2: ""}, waiting: map[int32]string{2: WaitNoEligibleNode},
+	}, {
+		name: "scaled down: removed members listed inactive, not counted",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3", 3: "n4"}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true), pod("zk-3", "n4", true)}},
+		replicas: 4, ready: 4, conds: conds{"False", "True", "False"},
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3", 3: "n4"},
+	}, {
+		name: "network storage: nodes from pods; foreign pods ignored",
+		obs: Observed{Mode: flockv1.ModeNetworkStorage, StatefulSet: rolledOut(3),
+			Pods: []corev1.Pod{pod("zk-0", "a", true), pod("zk-1", "b", true), pod("zk-2", "c", true), pod("zkx-0", "d", true)}},
+		replicas: 3, ready: 3, conds: conds{"True", "False", "False"},
+		members: map[int32]string{0: "a", 1: "b", 2: "c"},
+	}, {
+		name:     "reconcile error is Degraded",
+		obs:      Observed{Mode: flockv1.ModeNodePinned, Err: errors.New("apply StatefulSet zk: forbidden")},
+		replicas: 0, ready: 0, conds: conds{"False", "True", "True"}, degReason: "ReconcileError",
+		members: map[int32]string{},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testFlock()
+			if tt.name == "scaled down: removed members listed inactive, not counted" {
+				f.Spec.Replicas = new(int32(2))
+			}
+			tt.obs.Flock = f
+			st := Status(tt.obs)
+			if st.Replicas != tt.replicas || st.ReadyReplicas != tt.ready {
+				t.Errorf("replicas/ready = %d/%d, want %d/%d", st.Replicas, st.ReadyReplicas, tt.replicas, tt.ready)
+			}
+			if st.ObservedGeneration != 3 || st.Mode != tt.obs.Mode || st.Selector != "flockd.io/flock=zk" {
+				t.Errorf("observedGeneration %d, mode %s, selector %q", st.ObservedGeneration, st.Mode, st.Selector)
+			}
+			for typ, want := range map[string]metav1.ConditionStatus{
+				flockv1.ConditionAvailable: tt.conds.available, flockv1.ConditionProgressing: tt.conds.progressing, flockv1.ConditionDegraded: tt.conds.degraded,
+			} {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil || c.Status != want || c.ObservedGeneration != 3 {
+					t.Errorf("condition %s = %+v, want %s", typ, c, want)
+				}
+			}
+			if tt.degReason != "" {
+				if c := meta.FindStatusCondition(st.Conditions, flockv1.ConditionDegraded); c.Reason != tt.degReason {
+					t.Errorf("Degraded reason = %s, want %s", c.Reason, tt.degReason)
+				}
+			}
+			gotMembers, gotWaiting := map[int32]string{}, map[int32]string{}
+			for _, m := range st.Members {
+				gotMembers[m.Ordinal] = m.Node
+				if m.Waiting != "" {
+					gotWaiting[m.Ordinal] = m.Waiting
+				}
+				if m.Active != (m.Ordinal < *f.Spec.Replicas) {
+					t.Errorf("member %d active = %v", m.Ordinal, m.Active)
+				}
+			}
+			if !maps.Equal(gotMembers, tt.members) {
+				t.Errorf("members = %v, want %v", gotMembers, tt.members)
+			}
+			if len(tt.waiting) > 0 || len(gotWaiting) > 0 {
+				if !maps.Equal(gotWaiting, tt.waiting) {
+					t.Errorf("waiting = %v, want %v", gotWaiting, tt.waiting)
+				}
+			}
+		})
+	}
+}
+
+func TestStatusKeepsTransitionTime(t *testing.T) {
+	f := testFlock()
+	obs := Observed{Flock: f, Mode: flockv1.ModeNetworkStorage, StatefulSet: rolledOut(3),
+		Pods: []corev1.Pod{pod("zk-0", "a", true), pod("zk-1", "b", true), pod("zk-2", "c", true)}}
+	first := Status(obs)
+	past := metav1.NewTime(meta.FindStatusCondition(first.Conditions, flockv1.ConditionAvailable).LastTransitionTime.Add(-3600e9))
+	for i := range first.Conditions {
+		first.Conditions[i].LastTransitionTime = past
+	}
+	f.Status = first
+	again := Status(obs)
+	if got := meta.FindStatusCondition(again.Conditions, flockv1.ConditionAvailable).LastTransitionTime; !got.Equal(&past) {
+		t.Errorf("unchanged condition moved its transition time to %v", got)
+	}
+}
+
+func TestCurrentAssignments(t *testing.T) {
+	pv := func(ord, node string, phase corev1.PersistentVolumePhase) corev1.PersistentVolume {
+		return corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{flockv1.MemberLabel: ord}, Annotations: map[string]string{nodeAnnotation: node}},
+			Status:     corev1.PersistentVolumeStatus{Phase: phase},
+		}
+	}
+	tests := []struct {
+		name    string
+		members []flockv1.MemberStatus
+		pvs     []corev1.PersistentVolume
+		want    map[int32]string
+	}{
+		{name: "empty", want: map[int32]string{}},
+		{name: "status only (volumes not yet created)", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n1"}, {Ordinal: 1}}, want: map[int32]string{0: "n1"}},
+		{name: "volumes only (status lost, Flock recreated)", pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound), pv("1", "n2", corev1.VolumeAvailable)}, want: map[int32]string{0: "n1", 1: "n2"}},
+		{name: "volumes win over a disagreeing status", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n9"}}, pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound)}, want: map[int32]string{0: "n1"}},
+		{name: "move in progress: status picks among the volumes", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n2"}}, pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound), pv("0", "n2", corev1.VolumeAvailable)}, want: map[int32]string{0: "n2"}},
+		{name: "released volumes are history", pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeReleased), pv("0", "n2", corev1.VolumeBound)}, want: map[int32]string{0: "n2"}},
+		{name: "unlabelled volume ignored", pvs: []corev1.PersistentVolume{pv("x", "n1", corev1.VolumeBound)}, want: map[int32]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CurrentAssignments(tt.members, tt.pvs); !maps.Equal(got, tt.want) {
+				t.Errorf("CurrentAssignments = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	tests := []struct {
+		pod  string
+		want int32
+		ok   bool
+	}{{"zk-0", 0, true}, {"zk-12", 12, true}, {"zk-", 0, false}, {"zk-a", 0, false}, {"zkx-1", 0, false}, {"zk-1-2", 0, false}, {"zk-99999999999", 0, false}}
+	for _, tt := range tests {
+		if got, ok := ordinal("zk", tt.pod); got != tt.want || ok != tt.ok {
+			t.Errorf("ordinal(zk, %q) = %d, %v; want %d, %v", tt.pod, got, ok, tt.want, tt.ok)
+		}
+	}
+}
