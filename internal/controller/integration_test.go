@@ -1,0 +1,516 @@
+package controller_test
+
+// Integration tests: the real controller (the manager flock-controller runs)
+// against the real local cluster (kube-apiserver, kube-controller-manager
+// with the StatefulSet, PV binder and garbage collector, kube-scheduler, kwok
+// nodes). Each test brings its own tainted kwok nodes, so concurrent tests of
+// other packages neither land on them nor lose theirs.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
+	"github.com/flockd/flock/internal/controller"
+	"github.com/flockd/flock/internal/testing/cluster"
+)
+
+const (
+	crdPath  = "../../config/crd/bases/flockd.io_flocks.yaml"
+	poolKey  = "test.flockd.io/flock-pool"
+	deadline = 90 * time.Second // bounds a hang; not a performance assertion
+)
+
+var crdOnce sync.Once
+
+// env is one test's cluster, namespace, nodes and client.
+type env struct {
+	t     *testing.T
+	c     *cluster.Cluster
+	cl    client.Client
+	ns    string
+	pool  string
+	nodes []string
+}
+
+func newEnv(t *testing.T, nodes int) *env {
+	c := cluster.Get(t)
+	e := &env{t: t, c: c}
+	s, err := controller.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.cl, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
+	}
+	crdOnce.Do(func() {
+		ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	})
+	e.installCRD()
+	e.ns = c.Namespace(t)
+	b := make([]byte, 3)
+	rand.Read(b)
+	e.pool = "p" + hex.EncodeToString(b)
+	for i := range nodes {
+		e.addNode(fmt.Sprintf("flock-%s-%d", e.pool, i), fmt.Sprintf("zone-%c", 'a'+i%2))
+	}
+	t.Cleanup(func() {
+		// Volumes are cluster-scoped and deliberately outlive Flocks.
+		err := e.cl.DeleteAllOf(context.Background(), &corev1.PersistentVolume{}, client.MatchingLabels{flockv1.NamespaceLabel: e.ns})
+		if err != nil {
+			t.Errorf("delete test volumes: %v", err)
+		}
+	})
+	return e
+}
+
+// installCRD applies the checked-in CRD and waits until it is served.
+func (e *env) installCRD() {
+	raw, err := os.ReadFile(crdPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+		e.t.Fatalf("parse %s: %v", crdPath, err)
+	}
+	ctx := context.Background()
+	if err := e.cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("flock-test"), client.ForceOwnership); err != nil {
+		e.t.Fatalf("install CRD: %v", err)
+	}
+	e.c.WaitFor(e.t, "Flock CRD established and served", deadline, func(ctx context.Context) (bool, error) {
+		var l flockv1.FlockList
+		return e.cl.List(ctx, &l, client.InNamespace("default")) == nil, nil
+	})
+}
+
+// addNode creates a kwok-managed node of the test's pool, tainted so that
+// only the test's Flocks (which tolerate the taint) land there.
+func (e *env) addNode(name, zone string) {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110"),
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+				"topology.kubernetes.io/zone": zone, poolKey: e.pool,
+			},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: poolKey, Value: e.pool, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
+		},
+	}
+	if err := e.cl.Create(context.Background(), n); err != nil {
+		e.t.Fatalf("create node %s: %v", name, err)
+	}
+	e.nodes = append(e.nodes, name)
+	e.t.Cleanup(func() {
+		if err := e.cl.Delete(context.Background(), n); client.IgnoreNotFound(err) != nil {
+			e.t.Errorf("delete node %s: %v", name, err)
+		}
+	})
+	e.c.WaitFor(e.t, "node "+name+" Ready", deadline, func(ctx context.Context) (bool, error) {
+		var got corev1.Node
+		if err := e.cl.Get(ctx, types.NamespacedName{Name: name}, &got); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(got.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}), nil
+	})
+}
+
+// startManager runs the controller's manager in-process until the returned
+// stop function (also run at cleanup) is called.
+func (e *env) startManager() (stop func()) {
+	mgr, err := controller.NewManager(e.c.Config, controller.ManagerOptions{
+		MetricsAddr: "0", ProbeAddr: "0",
+		Logger: logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// flock returns a Flock of the test's pool.
+func (e *env) flock(name string, mode flockv1.Mode, replicas int32) *flockv1.Flock {
+	return &flockv1.Flock{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: flockv1.FlockSpec{
+			Replicas:     ptr.To(replicas),
+			Mode:         mode,
+			Ports:        []corev1.ServicePort{{Name: "peer", Port: 2380}},
+			NodeSelector: map[string]string{poolKey: e.pool},
+			Tolerations:  []corev1.Toleration{{Key: poolKey, Operator: corev1.TolerationOpEqual, Value: e.pool, Effect: corev1.TaintEffectNoSchedule}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{
+					Name: "app", Image: "app:1",
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				}},
+			}},
+		},
+	}
+}
+
+func (e *env) get(name string) *flockv1.Flock {
+	var f flockv1.Flock
+	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, &f); err != nil {
+		e.t.Fatalf("get flock %s: %v", name, err)
+	}
+	return &f
+}
+
+func (e *env) scale(name string, replicas int32) {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	f := &flockv1.Flock{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}
+	if err := e.cl.Patch(context.Background(), f, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.t.Fatalf("scale flock %s to %d: %v", name, replicas, err)
+	}
+}
+
+func (e *env) pod(name string) (*corev1.Pod, error) {
+	var p corev1.Pod
+	err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, &p)
+	return &p, err
+}
+
+func ready(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+// members returns status.members as ordinal -> node.
+func members(f *flockv1.Flock) map[int32]flockv1.MemberStatus {
+	out := map[int32]flockv1.MemberStatus{}
+	for _, m := range f.Status.Members {
+		out[m.Ordinal] = m
+	}
+	return out
+}
+
+// waitPinnedReady waits until members 0..n-1 run Ready, each on the node its
+// status names, each on a distinct node of the pool, with bound volumes on
+// that node, and the Flock is Available for its current generation.
+func (e *env) waitPinnedReady(name string, n int32) map[int32]string {
+	var nodes map[int32]string
+	e.c.WaitFor(e.t, fmt.Sprintf("flock %s: %d members ready on their pinned nodes", name, n), deadline, func(ctx context.Context) (bool, error) {
+		f := e.get(name)
+		if f.Status.ObservedGeneration != f.Generation || f.Status.ReadyReplicas != n || f.Status.Replicas != n ||
+			!meta.IsStatusConditionTrue(f.Status.Conditions, flockv1.ConditionAvailable) {
+			return false, fmt.Errorf("status %+v", f.Status)
+		}
+		ms := members(f)
+		nodes = map[int32]string{}
+		seen := map[string]bool{}
+		for i := range n {
+			m := ms[i]
+			if m.Node == "" || seen[m.Node] || !slices.Contains(e.nodes, m.Node) || !m.Active || !m.Ready {
+				return false, fmt.Errorf("member %d status %+v", i, m)
+			}
+			seen[m.Node] = true
+			p, err := e.pod(fmt.Sprintf("%s-%d", name, i))
+			if err != nil || !ready(p) || p.Spec.NodeName != m.Node {
+				return false, fmt.Errorf("pod %d: %v on %q", i, err, p.Spec.NodeName)
+			}
+			var pvc corev1.PersistentVolumeClaim
+			key := types.NamespacedName{Namespace: e.ns, Name: controller.ClaimName(f, "data", i)}
+			if err := e.cl.Get(ctx, key, &pvc); err != nil {
+				return false, err
+			}
+			if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName != controller.VolumeName(f, "data", i, m.Node) {
+				return false, fmt.Errorf("claim %s: %s to %q", key.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
+			}
+			nodes[i] = m.Node
+		}
+		return true, nil
+	})
+	return nodes
+}
+
+func (e *env) setUnschedulable(node string, v bool) {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, v)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := e.cl.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.t.Fatalf("set node %s unschedulable=%t: %v", node, v, err)
+	}
+}
+
+func (e *env) deletePod(name string) types.UID {
+	p, err := e.pod(name)
+	if err != nil {
+		e.t.Fatalf("get pod %s: %v", name, err)
+	}
+	if err := e.cl.Delete(context.Background(), p); err != nil {
+		e.t.Fatalf("delete pod %s: %v", name, err)
+	}
+	return p.UID
+}
+
+func (e *env) volumes(name string) []corev1.PersistentVolume {
+	var pvs corev1.PersistentVolumeList
+	if err := e.cl.List(context.Background(), &pvs, client.MatchingLabels{flockv1.FlockLabel: name, flockv1.NamespaceLabel: e.ns}); err != nil {
+		e.t.Fatal(err)
+	}
+	return pvs.Items
+}
+
+func TestNodePinnedLifecycle(t *testing.T) {
+	e := newEnv(t, 4)
+	e.startManager()
+	ctx := context.Background()
+	f := e.flock("db", flockv1.ModeNodePinned, 3)
+	if err := e.cl.Create(ctx, f); err != nil {
+		t.Fatalf("create flock: %v", err)
+	}
+	nodes := e.waitPinnedReady("db", 3)
+	t.Logf("placement %v", nodes)
+
+	f = e.get("db")
+	if f.Status.Mode != flockv1.ModeNodePinned || f.Status.Selector != flockv1.FlockLabel+"=db" {
+		t.Errorf("status mode %q selector %q", f.Status.Mode, f.Status.Selector)
+	}
+	var svc corev1.Service
+	if err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "db"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("service: clusterIP %q publishNotReadyAddresses %v, want headless publishing not-ready", svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	}
+	var sts appsv1.StatefulSet
+	if err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "db"}, &sts); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement || sts.Spec.ServiceName != "db" {
+		t.Errorf("statefulset policy %s service %s", sts.Spec.PodManagementPolicy, sts.Spec.ServiceName)
+	}
+	for _, pv := range e.volumes("db") {
+		if pv.Status.Phase != corev1.VolumeBound || len(pv.OwnerReferences) != 0 || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+			t.Errorf("volume %s: phase %s owners %v reclaim %s", pv.Name, pv.Status.Phase, pv.OwnerReferences, pv.Spec.PersistentVolumeReclaimPolicy)
+		}
+	}
+
+	t.Run("deleted member comes back on its node", func(t *testing.T) {
+		old := e.deletePod("db-1")
+		e.c.WaitFor(t, "db-1 recreated", deadline, func(context.Context) (bool, error) {
+			p, err := e.pod("db-1")
+			return err == nil && p.UID != old && ready(p), nil
+		})
+		if got := e.waitPinnedReady("db", 3); got[1] != nodes[1] {
+			t.Errorf("db-1 moved from %s to %s", nodes[1], got[1])
+		}
+	})
+
+	t.Run("cordoned node: member waits, never moves", func(t *testing.T) {
+		e.setUnschedulable(nodes[1], true)
+		old := e.deletePod("db-1")
+		e.c.WaitFor(t, "db-1 waiting with Degraded condition", deadline, func(context.Context) (bool, error) {
+			f := e.get("db")
+			c := meta.FindStatusCondition(f.Status.Conditions, flockv1.ConditionDegraded)
+			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "MembersWaiting" &&
+				members(f)[1].Waiting == controller.WaitNodeUnschedulable && members(f)[1].Node == nodes[1], nil
+		})
+		e.c.WaitFor(t, "MemberWaiting event", deadline, func(ctx context.Context) (bool, error) {
+			evs, err := e.c.Client.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool {
+				return ev.Reason == "MemberWaiting" && ev.Regarding.Name == "db"
+			}), nil
+		})
+		e.c.WaitFor(t, "db-1 recreated and Pending", deadline, func(context.Context) (bool, error) {
+			p, err := e.pod("db-1")
+			return err == nil && p.UID != old && p.Status.Phase == corev1.PodPending, nil
+		})
+		// The scheduler has had its chance: the member must still be unplaced.
+		time.Sleep(2 * time.Second)
+		if p, err := e.pod("db-1"); err != nil || p.Spec.NodeName != "" {
+			t.Fatalf("db-1 on %q (err %v) while its node %s is cordoned: it must wait", p.Spec.NodeName, err, nodes[1])
+		}
+		e.setUnschedulable(nodes[1], false)
+		if got := e.waitPinnedReady("db", 3); got[1] != nodes[1] {
+			t.Errorf("db-1 came back on %s, want %s", got[1], nodes[1])
+		}
+		f := e.get("db")
+		if c := meta.FindStatusCondition(f.Status.Conditions, flockv1.ConditionDegraded); c.Status != metav1.ConditionFalse {
+			t.Errorf("Degraded after uncordon = %+v", c)
+		}
+	})
+
+	t.Run("scale 3 -> 4 -> 2 keeps the volumes of removed members", func(t *testing.T) {
+		e.scale("db", 4)
+		got := e.waitPinnedReady("db", 4)
+		for i := range int32(3) {
+			if got[i] != nodes[i] {
+				t.Errorf("member %d moved from %s to %s on scale up", i, nodes[i], got[i])
+			}
+		}
+		nodes = got
+		e.scale("db", 2)
+		e.waitPinnedReady("db", 2)
+		e.c.WaitFor(t, "db-2 and db-3 gone", deadline, func(context.Context) (bool, error) {
+			_, err2 := e.pod("db-2")
+			_, err3 := e.pod("db-3")
+			return apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), nil
+		})
+		f := e.get("db")
+		ms := members(f)
+		for i := int32(2); i < 4; i++ {
+			if ms[i].Active || ms[i].Node != nodes[i] {
+				t.Errorf("removed member %d status %+v, want inactive on %s", i, ms[i], nodes[i])
+			}
+			var pvc corev1.PersistentVolumeClaim
+			if err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: controller.ClaimName(f, "data", i)}, &pvc); err != nil {
+				t.Errorf("claim of removed member %d: %v", i, err)
+			}
+			var pv corev1.PersistentVolume
+			if err := e.cl.Get(ctx, types.NamespacedName{Name: controller.VolumeName(f, "data", i, nodes[i])}, &pv); err != nil {
+				t.Errorf("volume of removed member %d: %v", i, err)
+			}
+		}
+	})
+
+	t.Run("deleting the Flock keeps the data", func(t *testing.T) {
+		before := len(e.volumes("db"))
+		if err := e.cl.Delete(ctx, e.get("db")); err != nil {
+			t.Fatal(err)
+		}
+		e.c.WaitFor(t, "statefulset and service garbage-collected", deadline, func(ctx context.Context) (bool, error) {
+			errS := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "db"}, &appsv1.StatefulSet{})
+			errV := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "db"}, &corev1.Service{})
+			return apierrors.IsNotFound(errS) && apierrors.IsNotFound(errV), nil
+		})
+		if after := len(e.volumes("db")); after != before || before != 4 {
+			t.Errorf("volumes: %d before delete, %d after; want 4 both", before, after)
+		}
+		var claims corev1.PersistentVolumeClaimList
+		if err := e.cl.List(ctx, &claims, client.InNamespace(e.ns)); err != nil || len(claims.Items) != 4 {
+			t.Errorf("claims after delete: %d (err %v), want 4", len(claims.Items), err)
+		}
+	})
+}
+
+func TestRestartMidScale(t *testing.T) {
+	e := newEnv(t, 4)
+	stop := e.startManager()
+	f := e.flock("r", flockv1.ModeNodePinned, 1)
+	if err := e.cl.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	first := e.waitPinnedReady("r", 1)
+	e.scale("r", 4)
+	e.c.WaitFor(t, "scale-up under way (member 1 placed)", deadline, func(context.Context) (bool, error) {
+		return members(e.get("r"))[1].Node != "", nil
+	})
+	stop() // killed mid-scale: members 2 and 3 are not there yet
+	mid := e.get("r")
+	t.Logf("stopped with status replicas=%d ready=%d members=%v", mid.Status.Replicas, mid.Status.ReadyReplicas, mid.Status.Members)
+
+	e.startManager()
+	got := e.waitPinnedReady("r", 4)
+	if got[0] != first[0] {
+		t.Errorf("member 0 moved from %s to %s across the restart", first[0], got[0])
+	}
+	if n := len(e.volumes("r")); n != 4 {
+		t.Errorf("%d volumes after the restart, want 4 (one per member, none duplicated)", n)
+	}
+}
+
+func TestNetworkStorage(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startManager()
+	f := e.flock("net", flockv1.ModeNetworkStorage, 2)
+	f.Spec.Storage.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("fast-network"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("7Gi")}},
+		},
+	}}
+	if err := e.cl.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	var sts appsv1.StatefulSet
+	e.c.WaitFor(t, "statefulset with the claim templates", deadline, func(ctx context.Context) (bool, error) {
+		return e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "net"}, &sts) == nil, nil
+	})
+	vct := sts.Spec.VolumeClaimTemplates
+	if len(vct) != 1 || vct[0].Name != "data" || ptr.Deref(vct[0].Spec.StorageClassName, "") != "fast-network" ||
+		!vct[0].Spec.Resources.Requests.Storage().Equal(resource.MustParse("7Gi")) {
+		t.Errorf("claim templates = %+v, want the Flock's", vct)
+	}
+	e.c.WaitFor(t, "status mode NetworkStorage", deadline, func(context.Context) (bool, error) {
+		f := e.get("net")
+		return f.Status.Mode == flockv1.ModeNetworkStorage && f.Status.ObservedGeneration == f.Generation, nil
+	})
+	if n := len(e.volumes("net")); n != 0 {
+		t.Errorf("%d local volumes in NetworkStorage mode, want 0", n)
+	}
+}
+
+func TestAutoWithoutDefaultClassIsNodePinned(t *testing.T) {
+	e := newEnv(t, 2)
+	var classes storagev1.StorageClassList
+	if err := e.cl.List(context.Background(), &classes); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range classes.Items {
+		if c.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			t.Skipf("the cluster has a default StorageClass %s (Auto is covered by TestModeAuto)", c.Name)
+		}
+	}
+	e.startManager()
+	if err := e.cl.Create(context.Background(), e.flock("auto", flockv1.ModeAuto, 2)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPinnedReady("auto", 2)
+	if m := e.get("auto").Status.Mode; m != flockv1.ModeNodePinned {
+		t.Errorf("status.mode = %s, want NodePinned", m)
+	}
+}
