@@ -177,3 +177,35 @@ func TestDesiredRejectsAuto(t *testing.T) {
 		t.Error("Desired with unresolved Auto mode: want an error")
 	}
 }
+
+// TestExamples checks that the example manifests are valid Flocks (strict
+// decoding: no unknown fields) that Desired can materialize.
+func TestExamples(t *testing.T) {
+	paths, _ := filepath.Glob("../../examples/flock/*.yaml")
+	samples, _ := filepath.Glob("../../config/samples/flock_*.yaml")
+	paths = append(paths, samples...)
+	if len(paths) < 3 {
+		t.Fatalf("found %d example manifests, want at least 3", len(paths))
+	}
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f flockv1.Flock
+			if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			f.Namespace = "default"
+			mode := f.Spec.Mode
+			if mode == flockv1.ModeAuto || mode == "" {
+				mode = flockv1.ModeNodePinned
+			}
+			objs, err := Desired(DesiredInput{Flock: &f, Mode: mode, Assign: map[int32]string{0: "n0"}})
+			if err != nil || len(objs) < 2 {
+				t.Fatalf("Desired: %d objects, %v", len(objs), err)
+			}
+		})
+	}
+}
