@@ -1,0 +1,131 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/flockd/flock/peer"
+)
+
+// syncPoll is how often Run checks whether the initial list is complete.
+const syncPoll = 10 * time.Millisecond
+
+// Informer turns a watched resource into complete peer snapshots. Sources
+// fill it in; Run implements source.Source.Run.
+//
+// Only slim objects are cached: Transform converts each API object before it
+// enters the store (it must accept an already converted object and return it
+// unchanged). Snapshots are computed from the whole store, never from single
+// events, by Peers, a pure function.
+//
+// Relists (after an apiserver restart, a watch expiry with 410 Gone, or a
+// network failure) replace the store in one step — client-go's AtomicFIFO,
+// on by default since v1.36, applies a relist as one transaction before any
+// handler runs — so a snapshot is either the old complete set or the new
+// complete set, never a mix. While list and watch fail nothing is sent and
+// the consumer keeps the last set.
+type Informer struct {
+	ListerWatcher ListerWatcher
+	ObjectType    runtime.Object
+	Transform     cache.TransformFunc
+	Peers         func(objs []any) []peer.Peer
+	Logger        *slog.Logger
+}
+
+// Run sends the first snapshot once the initial list is complete, then one
+// snapshot per burst of changes that alters the set: events only poke a
+// capacity-1 trigger, and each wake-up rebuilds from the store, so a burst
+// of events costs one rebuild and at most one send. It returns nil when ctx
+// ends, after the informer's goroutines have stopped.
+func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
+	log := in.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	trigger := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	logger := Logr(log)
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		Logger:        &logger,
+		ListerWatcher: in.ListerWatcher,
+		ObjectType:    in.ObjectType,
+		Transform:     in.Transform,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { poke() },
+			UpdateFunc: func(any, any) { poke() },
+			DeleteFunc: func(any) { poke() },
+		},
+	})
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { ctrl.RunWithContext(ctx) })
+
+	tick := time.NewTicker(syncPoll)
+	for !ctrl.HasSynced() {
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return nil
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+	log.Debug("initial list complete", "objects", len(store.List()))
+
+	var last peer.Set
+	first := true
+	for {
+		peers := in.Peers(store.List())
+		set := peer.NewSet(peers...)
+		if first || !set.Equal(last) {
+			select {
+			case up <- peers:
+			case <-ctx.Done():
+				return nil
+			}
+			first, last = false, set
+		}
+		select {
+		case <-trigger:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Lookup lists the resource once and returns the peers: a synchronous
+// answer for diagnose mode.
+func (in Informer) Lookup(ctx context.Context) ([]peer.Peer, error) {
+	list, err := in.ListerWatcher.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, fmt.Errorf("read list: %w", err)
+	}
+	objs := make([]any, 0, len(items))
+	for _, it := range items {
+		o, err := in.Transform(it)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	return in.Peers(objs), nil
+}
