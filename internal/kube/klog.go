@@ -40,4 +40,4 @@ func (d demote) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (d demote) WithAttrs(as []slog.Attr) slog.Handler { return demote{h: d.h.WithAttrs(as)} }
-func (d demote) WithGroup(name string) slog.Handler   { return demote{h: d.h.WithGroup(name)} }
+func (d demote) WithGroup(name string) slog.Handler    { return demote{h: d.h.WithGroup(name)} }
