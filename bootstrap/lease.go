@@ -1,0 +1,123 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// Annotations and labels peer-finder writes on its cluster-record Lease.
+const (
+	// AnnotationUID is the UID of the pod named in spec.holderIdentity.
+	AnnotationUID = "bootstrap.flockd.io/formed-by-uid"
+	// AnnotationMember is the FQDN of the member that formed the cluster.
+	AnnotationMember = "bootstrap.flockd.io/formed-by-member"
+	// LabelManagedBy marks the Lease as peer-finder's.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+)
+
+// Lease is a cluster record kept in a coordination.k8s.io/v1 Lease: its
+// spec.holderIdentity names the pod that formed the cluster and an
+// annotation its UID. It is a record, not a lock: it has no duration, is
+// never renewed and never expires; delete it to let a cluster form again.
+//
+// RBAC: create on leases, and get and update on the named Lease.
+type Lease struct {
+	Client    coordinationclient.LeasesGetter
+	Namespace string
+	Name      string
+	// Now is the clock for spec.acquireTime; nil means time.Now.
+	Now func() time.Time
+}
+
+// Read returns the record, or nil when the Lease does not exist or names
+// nobody.
+func (l *Lease) Read(ctx context.Context) (*Record, error) {
+	obj, err := l.Client.Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return recordOf(obj), nil
+}
+
+// Claim writes rec into the Lease unless it already names a pod. It
+// creates the Lease when absent, or updates an existing Lease that names
+// nobody using the resourceVersion it read, so of concurrent claims exactly
+// one succeeds. It returns the record now in force: rec when this claim won,
+// the other pod's record when it lost.
+func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, error) {
+	leases := l.Client.Leases(l.Namespace)
+	for attempt := 0; ; attempt++ {
+		if attempt == 5 {
+			return nil, fmt.Errorf("claim lease %s/%s: still conflicting after %d attempts", l.Namespace, l.Name, attempt)
+		}
+		obj, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			obj = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace}}
+			l.fill(obj, rec, member)
+			_, err = leases.Create(ctx, obj, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				continue // someone else created it first: read theirs
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create lease %s/%s: %w", l.Namespace, l.Name, err)
+			}
+			return &rec, nil
+		case err != nil:
+			return nil, fmt.Errorf("read lease %s/%s: %w", l.Namespace, l.Name, err)
+		}
+		if cur := recordOf(obj); cur != nil {
+			return cur, nil
+		}
+		obj = obj.DeepCopy()
+		l.fill(obj, rec, member)
+		_, err = leases.Update(ctx, obj, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue // changed since we read it: read again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("update lease %s/%s: %w", l.Namespace, l.Name, err)
+		}
+		return &rec, nil
+	}
+}
+
+func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) {
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	obj.Labels[LabelManagedBy] = "peer-finder"
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[AnnotationUID] = rec.UID
+	if member != "" {
+		obj.Annotations[AnnotationMember] = member
+	}
+	holder := rec.Pod
+	at := metav1.NewMicroTime(now())
+	obj.Spec.HolderIdentity = &holder
+	obj.Spec.AcquireTime = &at
+	obj.Spec.LeaseDurationSeconds = nil
+	obj.Spec.RenewTime = nil
+}
+
+func recordOf(obj *coordinationv1.Lease) *Record {
+	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity == "" {
+		return nil
+	}
+	return &Record{Pod: *obj.Spec.HolderIdentity, UID: obj.Annotations[AnnotationUID]}
+}

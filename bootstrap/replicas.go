@@ -1,0 +1,180 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ErrNoStatefulSet is returned by Replicas.Run when this pod is not
+// controlled by a StatefulSet, so -expect=auto cannot work.
+var ErrNoStatefulSet = errors.New("pod is not controlled by a StatefulSet")
+
+// Replicas is the expected size of the cluster from the StatefulSet that
+// controls this pod: it reads the pod, follows its controller
+// ownerReference, and watches that StatefulSet's spec.replicas (and
+// spec.ordinals.start). It implements engine.SizeSource.
+//
+// RBAC: get on pods (this pod), and list and watch on statefulsets.
+type Replicas struct {
+	Client    kubernetes.Interface
+	Namespace string
+	// Pod is this pod's name.
+	Pod    string
+	Logger *slog.Logger
+	// RetryMin and RetryMax bound the backoff while the pod cannot be read.
+	// Defaults: 1s and 30s.
+	RetryMin, RetryMax time.Duration
+
+	first atomic.Int64
+	owner atomic.Pointer[string]
+}
+
+// FirstOrdinal returns the StatefulSet's first ordinal (spec.ordinals.start),
+// 0 until the StatefulSet was read.
+func (r *Replicas) FirstOrdinal() int { return int(r.first.Load()) }
+
+// StatefulSet returns the owning StatefulSet's name, "" until known.
+func (r *Replicas) StatefulSet() string {
+	if p := r.owner.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Owner returns the name of the StatefulSet that controls pod.
+func Owner(pod *metav1.ObjectMeta) (string, error) {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "StatefulSet" || ref.APIVersion != appsv1.SchemeGroupVersion.String() {
+		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoStatefulSet)
+	}
+	return ref.Name, nil
+}
+
+// Run resolves the owner, retrying with backoff while the pod cannot be read
+// (a failure is logged once per distinct error), then sends spec.replicas
+// on up whenever it changes. It returns ErrNoStatefulSet (wrapped) when the
+// pod has no StatefulSet controller.
+func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lo, hi := r.RetryMin, r.RetryMax
+	if lo <= 0 {
+		lo = time.Second
+	}
+	if hi <= 0 {
+		hi = 30 * time.Second
+	}
+	var name string
+	var lastErr string
+	for wait := lo; ; wait = min(2*wait, hi) {
+		pod, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
+		if err == nil {
+			if name, err = Owner(&pod.ObjectMeta); err != nil {
+				return err
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if msg := err.Error(); msg != lastErr {
+			lastErr = msg
+			log.Error("cannot read own pod for -expect=auto, retrying", "pod", r.Pod, "namespace", r.Namespace,
+				"forbidden", apierrors.IsForbidden(err), "retry_in", wait, "err", err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	r.owner.Store(&name)
+	log.Info("expected size follows statefulset", "statefulset", name)
+
+	sets := r.Client.AppsV1().StatefulSets(r.Namespace)
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return sets.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return sets.Watch(ctx, o)
+		},
+	}, r.Client) // fake clients opt out of streaming lists this way
+	changed := make(chan struct{}, 1)
+	notify := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	inf := cache.NewSharedIndexInformer(lw, &appsv1.StatefulSet{}, 0, cache.Indexers{})
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, o any) { notify(o) },
+		DeleteFunc: notify,
+	}); err != nil {
+		return fmt.Errorf("statefulset informer: %w", err)
+	}
+	var lastWatchErr string
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if msg := err.Error(); msg != lastWatchErr {
+			lastWatchErr = msg
+			log.Error("cannot watch statefulset for -expect=auto, retrying", "statefulset", name,
+				"forbidden", apierrors.IsForbidden(err), "err", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("statefulset informer: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { inf.RunWithContext(ctx) })
+
+	sent := -1
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+		obj, ok, err := inf.GetStore().GetByKey(r.Namespace + "/" + name)
+		if err != nil || !ok {
+			continue // deleted: keep the last size
+		}
+		ss := obj.(*appsv1.StatefulSet)
+		n := 1
+		if ss.Spec.Replicas != nil {
+			n = int(*ss.Spec.Replicas)
+		}
+		if ss.Spec.Ordinals != nil {
+			r.first.Store(int64(ss.Spec.Ordinals.Start))
+		}
+		if n == sent {
+			continue
+		}
+		select {
+		case up <- n:
+			sent = n
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
