@@ -77,8 +77,9 @@ type Config struct {
 	// Diagnose asks for a one-shot report instead of running.
 	Diagnose bool
 
-	Kube  Kube  // Kubernetes API sources and bootstrap flags (kube.go)
-	Sinks Sinks // file and exec sink flags (sinks.go)
+	Kube      Kube      // Kubernetes API sources and bootstrap flags (kube.go)
+	Bootstrap Bootstrap // expected size, bootstrap timeout, cluster record (bootstrap.go)
+	Sinks     Sinks     // file and exec sink flags (sinks.go)
 }
 
 // ServiceFQDN is the governing service's name, e.g. "web.ns.svc.cluster.local".
@@ -141,6 +142,7 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Serve /metrics, /healthz and /readyz on this `address`, e.g. :9090; empty disables.")
 	fs.BoolVar(&c.Diagnose, "diagnose", false, "Print what peer-finder sees and which gate holds delivery back, then exit: 0 when it would deliver, 1 otherwise.")
 	c.addKubeFlags(fs)
+	c.addBootstrapFlags(fs)
 	c.addSinkFlags(fs)
 	return fs
 }
@@ -266,6 +268,9 @@ func (c *Config) complete(env Env) error {
 		return usage("log-format", "want text or json, got %q", c.LogFormat)
 	}
 	if err := c.completeKube(env); err != nil {
+		return err
+	}
+	if err := c.completeBootstrap(env); err != nil {
 		return err
 	}
 	return c.completeSinks(env)

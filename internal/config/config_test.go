@@ -152,3 +152,43 @@ func TestInferDomain(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBootstrapFlags(t *testing.T) {
+	vars := map[string]string{"POD_NAMESPACE": "ns1", "POD_NAME": "db-0", "POD_UID": "u0"}
+	tests := []struct {
+		args     []string
+		want     Bootstrap
+		wantFlag string // the flag a usage error names
+	}{
+		{args: nil, want: Bootstrap{PodName: "db-0", PodUID: "u0"}},
+		{args: []string{"-expect=3"}, want: Bootstrap{Expect: 3, PodName: "db-0", PodUID: "u0"}},
+		{args: []string{"-expect", "auto", "-cluster-lease=db-formed", "-bootstrap-timeout=2m"},
+			want: Bootstrap{ExpectAuto: true, ClusterLease: "db-formed", Timeout: 2 * time.Minute, PodName: "db-0", PodUID: "u0"}},
+		{args: []string{"-expect=-1"}, wantFlag: "expect"},
+		{args: []string{"-expect=many"}, wantFlag: "expect"},
+		{args: []string{"-bootstrap-timeout=-1s"}, wantFlag: "bootstrap-timeout"},
+		{args: []string{"-cluster-lease=Not_A_Name"}, wantFlag: "cluster-lease"},
+	}
+	for _, tt := range tests {
+		args := append([]string{"-on-start=/bin/true", "-service=db", "-domain=cluster.local", "-dns-server=10.0.0.1"}, tt.args...)
+		c, err := Parse(args, env(vars, ""))
+		if tt.wantFlag != "" {
+			if err == nil || !strings.Contains(err.Error(), "-"+tt.wantFlag) {
+				t.Errorf("%v: err = %v, want a usage error naming -%s", tt.args, err, tt.wantFlag)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tt.args, err)
+			continue
+		}
+		if c.Bootstrap != tt.want {
+			t.Errorf("%v: bootstrap = %+v, want %+v", tt.args, c.Bootstrap, tt.want)
+		}
+	}
+	// Without POD_NAME the pod name is the host name.
+	c, err := Parse([]string{"-on-start=/bin/true", "-service=db", "-ns=ns1", "-domain=cluster.local", "-dns-server=10.0.0.1"}, env(nil, ""))
+	if err != nil || c.Bootstrap.PodName != "web-0" || c.Bootstrap.NeedsAPI() {
+		t.Errorf("pod name = %q (%v), needs API %v", c.Bootstrap.PodName, err, c.Bootstrap.NeedsAPI())
+	}
+}
