@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/peer"
@@ -54,6 +55,14 @@ type Options struct {
 	WriteMode atomicfile.Mode
 	// Perm is the mode of a newly created file; 0644 when zero.
 	Perm fs.FileMode
+	// WaitForAll makes Apply fail with an *IncompleteError, after writing
+	// the file, while some expected name has no address — until the first
+	// complete write. The engine retries with the newest set and holds back
+	// the sinks after this one, so init mode (-wait-for-all) ends, and the
+	// main process starts, only once every expected name resolves; bounded
+	// by the engine's bootstrap timeout. Later incomplete sets are written
+	// without error: a retried pod must not stall the running job.
+	WaitForAll bool
 	// Logger receives warnings about skipped peers and debug records about
 	// writes; slog.Default() when nil.
 	Logger *slog.Logger
@@ -61,9 +70,21 @@ type Options struct {
 
 // Sink writes the managed block. It implements sink.Sink.
 type Sink struct {
-	opts  Options
-	namer *Namer
-	log   *slog.Logger
+	opts     Options
+	namer    *Namer
+	log      *slog.Logger
+	complete bool // a complete set has been written (WaitForAll)
+}
+
+// IncompleteError is returned by Apply with Options.WaitForAll while
+// expected names have no address.
+type IncompleteError struct {
+	// Missing are the expected names without an address, sorted.
+	Missing []string
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("hosts file: waiting for the addresses of %d expected names: %s", len(e.Missing), strings.Join(e.Missing, ", "))
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -127,5 +148,11 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 		return fmt.Errorf("hosts file: %w", err)
 	}
 	s.log.Debug("hosts file applied", "result", res, "entries", len(plan.Entries), "pending", len(plan.Pending), "generation", d.Generation)
+	if s.opts.WaitForAll && !s.complete {
+		if !plan.Complete() {
+			return &IncompleteError{Missing: plan.Pending}
+		}
+		s.complete = true
+	}
 	return nil
 }
