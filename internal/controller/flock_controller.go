@@ -61,6 +61,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;patch
+// Deleting claims and pods is only done for an explicit reassignment
+// (the flockd.io/reassign annotation); volumes are never deleted.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -405,11 +407,14 @@ var nodePlacementChanged = predicate.Funcs{
 	},
 }
 
-// CacheSelectors restrict the manager's cache to the pods and volumes of
-// Flocks, so the controller does not hold every pod of the cluster.
+// CacheSelectors restrict the manager's cache to the objects of Flocks (all
+// carry the flock label), so the controller does not hold every pod,
+// volume, service and StatefulSet of the cluster.
 func CacheSelectors() map[client.Object]labels.Selector {
 	sel := labels.NewSelector()
 	req, _ := labels.NewRequirement(flockv1.FlockLabel, selection.Exists, nil)
 	sel = sel.Add(*req)
-	return map[client.Object]labels.Selector{&corev1.Pod{}: sel, &corev1.PersistentVolume{}: sel}
+	return map[client.Object]labels.Selector{
+		&corev1.Pod{}: sel, &corev1.PersistentVolume{}: sel, &corev1.Service{}: sel, &appsv1.StatefulSet{}: sel,
+	}
 }
