@@ -230,7 +230,8 @@ func (c *Config) complete(env Env) error {
 		return usage("hostname", "%q is not a DNS label; pass the pod's host name (the first label of its FQDN)", c.Hostname)
 	}
 	var resolv *ResolvConf
-	if c.Domain == "" || len(c.DNSServers) == 0 {
+	needServers := len(c.DNSServers) == 0 && c.Kube.UsesDNS() // only the dns source queries servers
+	if c.Domain == "" || needServers {
 		resolv, err = readResolvConf(env)
 		if err != nil && c.Domain == "" {
 			return usage("domain", "not set and %v", err)
@@ -249,7 +250,7 @@ func (c *Config) complete(env Env) error {
 		c.Domain = strings.Trim(strings.ToLower(c.Domain), ".")
 		c.DomainSource = "-domain flag"
 	}
-	if len(c.DNSServers) == 0 {
+	if needServers {
 		if len(resolv.Servers) == 0 {
 			return usage("dns-server", "not set and /etc/resolv.conf lists no nameserver")
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -76,7 +77,10 @@ func newEnv(t *testing.T, nodes int) *env {
 	rand.Read(b)
 	e.pool = "p" + hex.EncodeToString(b)
 	for i := range nodes {
-		e.addNode(fmt.Sprintf("flock-%s-%d", e.pool, i), fmt.Sprintf("zone-%c", 'a'+i%2))
+		// Pod IPs from a range of the test's own (10.250.<random>.0/24 split
+		// into /27s), so reverse lookups never alias the shared nodes' pods.
+		cidr := fmt.Sprintf("10.250.%d.%d/27", b[0], 32*i)
+		e.addNode(fmt.Sprintf("flock-%s-%d", e.pool, i), fmt.Sprintf("zone-%c", 'a'+i%2), cidr)
 	}
 	t.Cleanup(func() {
 		// Volumes are cluster-scoped and deliberately outlive Flocks.
@@ -110,7 +114,7 @@ func (e *env) installCRD() {
 
 // addNode creates a kwok-managed node of the test's pool, tainted so that
 // only the test's Flocks (which tolerate the taint) land there.
-func (e *env) addNode(name, zone string) {
+func (e *env) addNode(name, zone, podCIDR string) {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110"),
 	}
@@ -123,7 +127,7 @@ func (e *env) addNode(name, zone string) {
 			},
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 		},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: poolKey, Value: e.pool, Effect: corev1.TaintEffectNoSchedule}}},
+		Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}, Taints: []corev1.Taint{{Key: poolKey, Value: e.pool, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: capacity,
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
@@ -334,6 +338,10 @@ func TestNodePinnedLifecycle(t *testing.T) {
 		}
 	}
 
+	t.Run("members have SRV, A and PTR records", func(t *testing.T) {
+		e.checkDNS("db", "peer", 3)
+	})
+
 	t.Run("deleted member comes back on its node", func(t *testing.T) {
 		old := e.deletePod("db-1")
 		e.c.WaitFor(t, "db-1 recreated", deadline, func(context.Context) (bool, error) {
@@ -435,6 +443,69 @@ func TestNodePinnedLifecycle(t *testing.T) {
 	})
 }
 
+// checkDNS checks, against the cluster's CoreDNS, that the governing
+// service's SRV records name exactly the members <flock>-<i>.<flock>.<ns>.svc,
+// each with an A record of its pod's IP and a PTR record back to its name.
+func (e *env) checkDNS(name, port string, n int) {
+	svc := fmt.Sprintf("%s.%s.svc.%s.", name, e.ns, e.c.Domain)
+	want := make([]string, n)
+	for i := range n {
+		want[i] = fmt.Sprintf("%s-%d.%s", name, i, svc)
+	}
+	query := func(qname string, qtype uint16) ([]dns.RR, error) {
+		m := new(dns.Msg)
+		m.SetQuestion(qname, qtype)
+		r, _, err := (&dns.Client{Net: "tcp", Timeout: 5 * time.Second}).Exchange(m, e.c.DNSAddr)
+		if err != nil {
+			return nil, err
+		}
+		if r.Rcode != dns.RcodeSuccess {
+			return nil, fmt.Errorf("%s %s: %s", qname, dns.TypeToString[qtype], dns.RcodeToString[r.Rcode])
+		}
+		return r.Answer, nil
+	}
+	e.c.WaitFor(e.t, "SRV, A and PTR records of "+svc, deadline, func(context.Context) (bool, error) {
+		rrs, err := query(fmt.Sprintf("_%s._tcp.%s", port, svc), dns.TypeSRV)
+		if err != nil {
+			return false, err
+		}
+		var got []string
+		for _, rr := range rrs {
+			if srv, ok := rr.(*dns.SRV); ok {
+				got = append(got, srv.Target)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return false, fmt.Errorf("SRV targets %v, want %v", got, want)
+		}
+		for i, fqdn := range want {
+			p, err := e.pod(fmt.Sprintf("%s-%d", name, i))
+			if err != nil {
+				return false, err
+			}
+			rrs, err := query(fqdn, dns.TypeA)
+			if err != nil {
+				return false, err
+			}
+			if len(rrs) != 1 || rrs[0].(*dns.A).A.String() != p.Status.PodIP {
+				return false, fmt.Errorf("A %s = %v, want %s", fqdn, rrs, p.Status.PodIP)
+			}
+			rev, err := dns.ReverseAddr(p.Status.PodIP)
+			if err != nil {
+				return false, err
+			}
+			if rrs, err = query(rev, dns.TypePTR); err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(rrs, func(rr dns.RR) bool { ptr, ok := rr.(*dns.PTR); return ok && ptr.Ptr == fqdn }) {
+				return false, fmt.Errorf("PTR %s = %v, want %s", rev, rrs, fqdn)
+			}
+		}
+		return true, nil
+	})
+}
+
 func TestRestartMidScale(t *testing.T) {
 	e := newEnv(t, 4)
 	stop := e.startManager()
@@ -513,4 +584,56 @@ func TestAutoWithoutDefaultClassIsNodePinned(t *testing.T) {
 	if m := e.get("auto").Status.Mode; m != flockv1.ModeNodePinned {
 		t.Errorf("status.mode = %s, want NodePinned", m)
 	}
+}
+
+func TestReassign(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("mv", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("mv", 2)
+	free := ""
+	for _, n := range e.nodes {
+		if n != nodes[0] && n != nodes[1] {
+			free = n
+		}
+	}
+	f := e.get("mv")
+	oldPV := controller.VolumeName(f, "data", 1, nodes[1])
+
+	// A bare "1" moves member 1 only while its node is unusable.
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"1"}}}`, flockv1.ReassignAnnotation)
+	if err := e.cl.Patch(ctx, f, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "annotation seen", deadline, func(context.Context) (bool, error) {
+		f := e.get("mv")
+		return f.Status.ObservedGeneration == f.Generation && members(f)[1].Node == nodes[1], nil
+	})
+	time.Sleep(time.Second)
+	if got := members(e.get("mv"))[1].Node; got != nodes[1] {
+		t.Fatalf("member 1 moved to %s although its node %s is fine", got, nodes[1])
+	}
+
+	e.setUnschedulable(nodes[1], true)
+	got := e.waitPinnedReady("mv", 2)
+	if got[1] != free || got[0] != nodes[0] {
+		t.Fatalf("after reassign: placement %v, want member 1 on %s, member 0 on %s", got, free, nodes[0])
+	}
+	var pv corev1.PersistentVolume
+	if err := e.cl.Get(ctx, types.NamespacedName{Name: oldPV}, &pv); err != nil {
+		t.Fatalf("old volume of member 1: %v (data must stay)", err)
+	}
+	if pv.Status.Phase != corev1.VolumeReleased {
+		t.Errorf("old volume %s phase %s, want Released", oldPV, pv.Status.Phase)
+	}
+	e.c.WaitFor(t, "MemberMoved event", deadline, func(ctx context.Context) (bool, error) {
+		evs, err := e.c.Client.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool { return ev.Reason == "MemberMoved" }), nil
+	})
 }

@@ -1,26 +1,88 @@
 package peerfinder
 
 import (
+	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
+	"github.com/flockd/flock/internal/kube"
 	dnssource "github.com/flockd/flock/source/dns"
+	"github.com/flockd/flock/source/endpointslice"
+	"github.com/flockd/flock/source/pods"
 )
 
-// buildSources creates the sources the command line asks for.
+// routeKlog sends client-go's klog output into the process's slog logger at
+// debug level, once per process (klog's logger is global).
+var routeKlog sync.Once
+
+// buildSources creates the sources the command line asks for, in the order
+// of -source. The engine publishes the union by FQDN of their latest
+// snapshots once every one of them has reported.
 func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) ([]engine.NamedSource, error) {
-	dnsSrc, err := dnssource.New(dnssource.Config{
-		Name:    cfg.ServiceFQDN(),
-		Servers: cfg.DNSServers,
-		Period:  cfg.PollPeriod,
-		Logger:  log.With("source", "dns"),
-		Metrics: dnssource.NewMetrics(reg),
-	})
-	if err != nil {
-		return nil, err
+	if cfg.Kube.UsesAPI() || cfg.Bootstrap.NeedsAPI() {
+		routeKlog.Do(func() { kube.RouteKlog(log) })
 	}
-	return []engine.NamedSource{{Name: "dns", Source: dnsSrc}}, nil
+	kc := newKubeClient(cfg)
+	var out []engine.NamedSource
+	for _, name := range cfg.Kube.Sources {
+		l := log.With("source", name)
+		switch name {
+		case config.SourceDNS:
+			src, err := dnssource.New(dnssource.Config{
+				Name:    cfg.ServiceFQDN(),
+				Servers: cfg.DNSServers,
+				Period:  cfg.PollPeriod,
+				Logger:  l,
+				Metrics: dnssource.NewMetrics(reg),
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		case config.SourceEndpointSlice:
+			client, err := kc.Get()
+			if err != nil {
+				return nil, err
+			}
+			src, err := endpointslice.New(endpointslice.Config{
+				Client: client,
+				Options: endpointslice.Options{
+					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
+					IncludeNotReady: cfg.Kube.IncludeNotReady,
+				},
+				Logger: l,
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		case config.SourcePods:
+			client, err := kc.Get()
+			if err != nil {
+				return nil, err
+			}
+			src, err := pods.New(pods.Config{
+				Client: client,
+				Options: pods.Options{
+					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
+					IncludeNotReady: cfg.Kube.IncludeNotReady,
+				},
+				Selector:         cfg.Kube.Selector,
+				SelectorFromSelf: cfg.Kube.SelectorFromSelf,
+				SelfPod:          cfg.Bootstrap.PodName,
+				Logger:           l,
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		default:
+			return nil, fmt.Errorf("unknown source %q", name)
+		}
+	}
+	return out, nil
 }
