@@ -98,8 +98,9 @@ type FlockSpec struct {
 	// +optional
 	Mode Mode `json:"mode,omitempty"`
 
-	// Storage describes the members' persistent volumes. Immutable.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable"
+	// Storage describes the members' persistent volumes. Immutable: the
+	// API server rejects changes to storage.local, and a changed
+	// volumeClaimTemplates is refused by the StatefulSet (Degraded).
 	// +optional
 	Storage Storage `json:"storage,omitempty"`
 
@@ -122,7 +123,8 @@ type Storage struct {
 	// +optional
 	VolumeClaimTemplates []corev1.PersistentVolumeClaim `json:"volumeClaimTemplates,omitempty"`
 
-	// Local is used in NodePinned mode.
+	// Local is used in NodePinned mode. Immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage.local is immutable"
 	// +optional
 	Local *LocalStorage `json:"local,omitempty"`
 }
@@ -135,6 +137,7 @@ type LocalStorage struct {
 	// Path is the host directory under which members keep their data.
 	// +kubebuilder:default="/var/lib/flock"
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Path string `json:"path,omitempty"`
 
@@ -148,6 +151,7 @@ type LocalStorage struct {
 	// mount them by these names.
 	// +kubebuilder:default={data}
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:items:MaxLength=40
 	// +listType=set

@@ -618,6 +618,9 @@ func TestReassign(t *testing.T) {
 	}
 
 	e.setUnschedulable(nodes[1], true)
+	e.c.WaitFor(t, "member 1 reassigned to "+free, deadline, func(context.Context) (bool, error) {
+		return members(e.get("mv"))[1].Node == free, nil
+	})
 	got := e.waitPinnedReady("mv", 2)
 	if got[1] != free || got[0] != nodes[0] {
 		t.Fatalf("after reassign: placement %v, want member 1 on %s, member 0 on %s", got, free, nodes[0])

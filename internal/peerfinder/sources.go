@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
@@ -26,7 +27,10 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if cfg.Kube.UsesAPI() || cfg.Bootstrap.NeedsAPI() {
 		routeKlog.Do(func() { kube.RouteKlog(log) })
 	}
-	kc := newKubeClient(cfg)
+	// One client for every API source, built only when one is asked for.
+	apiClient := sync.OnceValues(func() (kubernetes.Interface, error) {
+		return kube.NewClient(kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master})
+	})
 	var out []engine.NamedSource
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)
@@ -44,7 +48,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		case config.SourceEndpointSlice:
-			client, err := kc.Get()
+			client, err := apiClient()
 			if err != nil {
 				return nil, err
 			}
@@ -61,7 +65,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		case config.SourcePods:
-			client, err := kc.Get()
+			client, err := apiClient()
 			if err != nil {
 				return nil, err
 			}
