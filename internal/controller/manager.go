@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -31,6 +32,9 @@ type ManagerOptions struct {
 	LeaderElectionNamespace string
 	// Logger is the manager's logger.
 	Logger logr.Logger
+	// SkipNameValidation allows several managers, one after another, in
+	// one process (tests); controller names must otherwise be unique.
+	SkipNameValidation bool
 }
 
 // leaderElectionID names the Lease replicas compete for.
@@ -74,6 +78,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptrTo(10 * time.Second),
 		Cache:                         cache.Options{ByObject: byObject},
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new manager: %w", err)
