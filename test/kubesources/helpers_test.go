@@ -1,0 +1,246 @@
+// Package kubesources tests the Kubernetes API sources (and the DNS source,
+// side by side) against the real local cluster: kube-apiserver,
+// kube-controller-manager's EndpointSlice and StatefulSet controllers, kwok
+// pods and CoreDNS.
+package kubesources
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/peer"
+	"github.com/flockd/flock/source"
+	dnssource "github.com/flockd/flock/source/dns"
+	"github.com/flockd/flock/source/endpointslice"
+	"github.com/flockd/flock/source/pods"
+)
+
+const wait = 90 * time.Second // bounds a hang; not a performance assertion
+
+// watcher runs a source and keeps its snapshots.
+type watcher struct {
+	name string
+	mu   sync.Mutex
+	all  [][]peer.Peer
+}
+
+func run(t *testing.T, name string, src source.Source) *watcher {
+	t.Helper()
+	w := &watcher{name: name}
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan []peer.Peer)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, up) }()
+	go func() {
+		for {
+			select {
+			case ps := <-up:
+				w.mu.Lock()
+				w.all = append(w.all, ps)
+				w.mu.Unlock()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run: %v", name, err)
+		}
+	})
+	return w
+}
+
+func (w *watcher) latest() ([]peer.Peer, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.all) == 0 {
+		return nil, false
+	}
+	return w.all[len(w.all)-1], true
+}
+
+func (w *watcher) snapshots() [][]peer.Peer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.all)
+}
+
+// names is the sorted list of first labels of the peers' FQDNs.
+func names(ps []peer.Peer) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, strings.SplitN(p.FQDN, ".", 2)[0])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitNames waits until the latest snapshot of w has exactly want.
+func (w *watcher) waitNames(t *testing.T, want ...string) []peer.Peer {
+	t.Helper()
+	slices.Sort(want)
+	if want == nil {
+		want = []string{}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		ps, ok := w.latest()
+		if ok && slices.Equal(names(ps), want) {
+			return ps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: after %s the latest snapshot is %v (reported: %v), want %v", w.name, wait, names(ps), ok, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ordinals(prefix string, n ...int) []string {
+	out := make([]string, len(n))
+	for i, o := range n {
+		out[i] = fmt.Sprintf("%s-%d", prefix, o)
+	}
+	return out
+}
+
+func upto(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// headless creates a headless service "web" selecting app=web.
+func headless(t *testing.T, c kubernetes.Interface, ns string, publishNotReady bool) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 map[string]string{"app": "web"},
+			PublishNotReadyAddresses: publishNotReady,
+			Ports:                    []corev1.ServicePort{{Name: "peer", Port: 2888}},
+		},
+	}
+	if _, err := c.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create service: %v", err)
+	}
+}
+
+// statefulSet creates StatefulSet "web" (parallel pod management) with
+// replicas and pod annotations.
+func statefulSet(t *testing.T, c kubernetes.Interface, ns string, replicas int32, annotations map[string]string) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            &replicas,
+			ServiceName:         "web",
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "app", Image: "registry.invalid/app",
+					Ports: []corev1.ContainerPort{{Name: "peer", ContainerPort: 2888}},
+				}}},
+			},
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create statefulset: %v", err)
+	}
+}
+
+func scale(t *testing.T, c kubernetes.Interface, ns string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := c.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scale to %d: %v", replicas, err)
+	}
+}
+
+type sources struct {
+	endpointslice, endpointsliceNotReady, pods, podsNotReady, dns *watcher
+}
+
+// start runs every source for service "web" in ns.
+func start(t *testing.T, c *cluster.Cluster, client kubernetes.Interface, ns string, log *slog.Logger) sources {
+	t.Helper()
+	es := func(notReady bool) source.Source {
+		s, err := endpointslice.New(endpointslice.Config{Client: client, Logger: log,
+			Options: endpointslice.Options{Service: "web", Namespace: ns, Domain: c.Domain, IncludeNotReady: notReady}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ps := func(notReady bool) source.Source {
+		s, err := pods.New(pods.Config{Client: client, Logger: log, Selector: "app=web",
+			Options: pods.Options{Service: "web", Namespace: ns, Domain: c.Domain, IncludeNotReady: notReady}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	d, err := dnssource.New(dnssource.Config{Name: "web." + ns + ".svc." + c.Domain, Servers: []string{c.DNSAddr},
+		Period: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sources{
+		endpointslice:         run(t, "endpointslice", es(false)),
+		endpointsliceNotReady: run(t, "endpointslice -include-not-ready", es(true)),
+		pods:                  run(t, "pods", ps(false)),
+		podsNotReady:          run(t, "pods -include-not-ready", ps(true)),
+		dns:                   run(t, "dns", d),
+	}
+}
+
+func (s sources) all() []*watcher {
+	return []*watcher{s.endpointslice, s.endpointsliceNotReady, s.pods, s.podsNotReady, s.dns}
+}
+
+// logBuffer is a goroutine-safe log sink for tests that read the log.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) lines(substr string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.Lines(l.b.String()) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func testLogger(t *testing.T, w *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
