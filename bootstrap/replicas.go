@@ -178,3 +178,36 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 		}
 	}
 }
+
+// Lookup reads, once, the owning StatefulSet's name, spec.replicas and first
+// ordinal, with the same permissions as Run (get pods; list statefulsets).
+// Diagnose mode uses it.
+func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int, err error) {
+	pod, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("get pod %s/%s: %w", r.Namespace, r.Pod, err)
+	}
+	if name, err = Owner(&pod.ObjectMeta); err != nil {
+		return "", 0, 0, err
+	}
+	list, err := r.Client.AppsV1().StatefulSets(r.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	if err != nil {
+		return name, 0, 0, fmt.Errorf("list statefulset %s/%s: %w", r.Namespace, name, err)
+	}
+	for _, ss := range list.Items {
+		if ss.Name != name {
+			continue
+		}
+		replicas = 1
+		if ss.Spec.Replicas != nil {
+			replicas = int(*ss.Spec.Replicas)
+		}
+		if ss.Spec.Ordinals != nil {
+			first = int(ss.Spec.Ordinals.Start)
+		}
+		return name, replicas, first, nil
+	}
+	return name, 0, 0, fmt.Errorf("statefulset %s/%s not found", r.Namespace, name)
+}

@@ -90,6 +90,7 @@ type pipeline struct {
 	registry *prometheus.Registry
 	sources  []engine.NamedSource
 	opts     membership.Options
+	boot     *bootstrapParts
 }
 
 func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
@@ -104,16 +105,23 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, StableFor: cfg.StableFor}
+	boot, err := buildBootstrap(cfg, log, newKubeClient(cfg))
+	if err != nil {
+		return nil, err
+	}
+	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, Expect: cfg.Bootstrap.Expect, StableFor: cfg.StableFor}
 	eng := engine.New(engine.Config{
-		Sources:    sources,
-		Sinks:      sinks,
-		Membership: opts,
-		Once:       cfg.InitMode(),
-		Logger:     log,
-		Metrics:    engine.NewMetrics(reg),
+		Sources:          sources,
+		Sinks:            sinks,
+		Membership:       opts,
+		Expect:           boot.sizeSource(),
+		Role:             boot.role,
+		BootstrapTimeout: cfg.Bootstrap.Timeout,
+		Once:             cfg.InitMode(),
+		Logger:           log,
+		Metrics:          engine.NewMetrics(reg),
 	})
-	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts}, nil
+	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot}, nil
 }
 
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {

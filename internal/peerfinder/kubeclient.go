@@ -1,0 +1,38 @@
+package peerfinder
+
+import (
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flockd/flock/internal/config"
+	"github.com/flockd/flock/internal/kube"
+)
+
+// kubeClient builds the Kubernetes client on first use, once, so that the
+// API sources, bootstrap safety and diagnose share one client and a
+// DNS-only peer-finder never needs a kubeconfig or service account token.
+type kubeClient struct {
+	opts kube.ClientOptions
+	once sync.Once
+	c    kubernetes.Interface
+	err  error
+}
+
+// kubeClients holds one kubeClient per parsed command line, so every part
+// built from the same Config shares one client (and its connections).
+var kubeClients sync.Map // *config.Config -> *kubeClient
+
+// newKubeClient returns the lazily built client for cfg's -kubeconfig and
+// -master (in-cluster config when both are empty), the same one for every
+// call with the same cfg.
+func newKubeClient(cfg *config.Config) *kubeClient {
+	kc, _ := kubeClients.LoadOrStore(cfg, &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}})
+	return kc.(*kubeClient)
+}
+
+// Get returns the client, or the error building it.
+func (k *kubeClient) Get() (kubernetes.Interface, error) {
+	k.once.Do(func() { k.c, k.err = kube.NewClient(k.opts) })
+	return k.c, k.err
+}
