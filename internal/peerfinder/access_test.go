@@ -1,11 +1,16 @@
 package peerfinder
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/config"
 	"github.com/flockd/flock/membership"
@@ -106,5 +111,93 @@ func TestAdvice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rbacExamples maps each file of examples/rbac to the command line it is
+// for. The RBAC in each must be exactly requiredAccess of that command line:
+// enough, and nothing more. test/bootstrap checks the same files against a
+// real API server.
+var rbacExamples = map[string]config.Config{
+	"endpointslice.yaml":           {Kube: config.Kube{Sources: []string{"endpointslice"}}},
+	"pods.yaml":                    {Kube: config.Kube{Sources: []string{"pods"}, Selector: "app=db"}},
+	"pods-selector-from-self.yaml": {Kube: config.Kube{Sources: []string{"pods"}, SelectorFromSelf: []string{"app"}}},
+	"expect-auto.yaml":             {Kube: config.Kube{Sources: []string{"dns"}}, Bootstrap: config.Bootstrap{ExpectAuto: true}},
+	"cluster-lease.yaml":           {Kube: config.Kube{Sources: []string{"dns"}}, Bootstrap: config.Bootstrap{ClusterLease: "db-cluster", PodUID: "from-downward-api"}},
+	"serviceaccount.yaml":          {Kube: config.Kube{Sources: []string{"dns"}}},
+}
+
+func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {
+	files, err := filepath.Glob("../../examples/rbac/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		cfg, ok := rbacExamples[name]
+		if !ok {
+			t.Errorf("%s: no command line known for it; add it to rbacExamples", name)
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var granted []string
+		var roles, bindings, accounts int
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var meta metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			switch meta.Kind {
+			case "Role":
+				roles++
+				var r rbacv1.Role
+				if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				for _, rule := range r.Rules {
+					names := rule.ResourceNames
+					if len(names) == 0 {
+						names = []string{""}
+					}
+					for _, g := range rule.APIGroups {
+						for _, res := range rule.Resources {
+							for _, n := range names {
+								for _, v := range rule.Verbs {
+									granted = append(granted, access{Verb: v, Group: g, Resource: res, Name: n}.String())
+								}
+							}
+						}
+					}
+				}
+			case "RoleBinding":
+				bindings++
+				var b rbacv1.RoleBinding
+				if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != "peer-finder" {
+					t.Errorf("%s: binding subjects %+v, want the peer-finder ServiceAccount", name, b.Subjects)
+				}
+			case "ServiceAccount":
+				accounts++
+			default:
+				t.Errorf("%s: unexpected kind %q", name, meta.Kind)
+			}
+		}
+		if name != "serviceaccount.yaml" && (roles != 1 || bindings != 1) {
+			t.Errorf("%s: %d Roles and %d RoleBindings, want one each", name, roles, bindings)
+		}
+		var want []string
+		for _, a := range requiredAccess(&cfg) {
+			want = append(want, a.String())
+		}
+		slices.Sort(granted)
+		slices.Sort(want)
+		if !slices.Equal(granted, want) {
+			t.Errorf("%s grants %q, want exactly %q", name, granted, want)
+		}
 	}
 }
