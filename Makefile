@@ -28,6 +28,9 @@ cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes, kwok, Core
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+bench-latency: cluster-build ## Latency side by side: pod ready -> hook start for flock's endpointslice, pods, dns sources and upstream peer-finder (root; see bench/README.md).
+	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/latency
+
 # controller-gen is installed into a cache dir, per version, on first use.
 TOOLS_DIR ?= $(HOME)/.cache/flock/tools
 CONTROLLER_GEN_VERSION ?= v0.23.0
