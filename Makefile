@@ -25,6 +25,21 @@ $(FLOCK_CLUSTER): FORCE
 cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes, kwok, CoreDNS under ~/.cache/flock.
 	@$(FLOCK_CLUSTER) build
 
+cluster-up: cluster-build ## Start the local cluster (or reuse it); prints exports: eval "$(make -s cluster-up)".
+	@$(FLOCK_CLUSTER) up
+
+cluster-env: $(FLOCK_CLUSTER) ## Print the exports (KUBECONFIG, FLOCK_DNS, ...) of the running local cluster.
+	@$(FLOCK_CLUSTER) env
+
+cluster-down: $(FLOCK_CLUSTER) ## Stop the local cluster (exactly the processes cluster-up started).
+	@$(FLOCK_CLUSTER) down
+
+demo: cluster-build ## The main demo: peer-finder per StatefulSet member on the local cluster, scaled 3 -> 5 -> 2.
+	@$(GO) build -o $(BIN)/peer-finder ./cmd/peer-finder
+	@$(GO) build -o $(BIN)/flock-demo ./cmd/flock-demo
+	@# Reuses a running cluster; one started here is stopped when the demo ends.
+	@$(FLOCK_CLUSTER) exec -- $(BIN)/flock-demo
+
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -63,5 +78,5 @@ flock-demo: cluster-build ## Flock demo: flock-controller creates a NodePinned F
 
 .PHONY: generate manifests verify controller flock-demo
 
-.PHONY: help build test bench cluster-build FORCE
+.PHONY: help build test bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

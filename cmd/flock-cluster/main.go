@@ -5,6 +5,7 @@
 //	flock-cluster up                start the cluster, or reuse a running one; print env
 //	flock-cluster env               print the env of the running cluster
 //	flock-cluster down              stop exactly the processes "up" started
+//	flock-cluster status            components, pids, memory and logs of the running cluster
 //	flock-cluster exec -- CMD ARGS  run CMD with the cluster env; a cluster started
 //	                                for it is stopped afterwards once no one uses it
 //
@@ -51,7 +52,7 @@ func parseArgs(args []string) (config, error) {
 	fs.DurationVar(&c.opts.ReadyDelay, "ready-delay", 500*time.Millisecond, "how long a started pod stays not ready")
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|exec -- CMD ARGS...")
+		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +67,7 @@ func parseArgs(args []string) (config, error) {
 		c.args = c.args[1:]
 	}
 	switch c.cmd {
-	case "build", "up", "env", "down":
+	case "build", "up", "env", "down", "status":
 		if len(c.args) > 0 {
 			return c, fmt.Errorf("%s takes no arguments", c.cmd)
 		}
@@ -140,6 +141,13 @@ func (c config) exec(ctx context.Context, log *slog.Logger) (int, error) {
 		return 0, nil
 	case "down":
 		return exit(localcluster.Down(ctx, o.StateDir, log))
+	case "status":
+		s, err := localcluster.Load(o.StateDir)
+		if s == nil {
+			return 1, err
+		}
+		printStatus(s)
+		return exit(err)
 	case "exec":
 		return execWith(ctx, o, c.args, log)
 	}
@@ -178,6 +186,21 @@ func execWith(ctx context.Context, o localcluster.Options, args []string, log *s
 		return 1, fmt.Errorf("run %s: %w", args[0], runErr)
 	}
 	return 0, nil
+}
+
+func printStatus(s *localcluster.State) {
+	fmt.Printf("state %s, started %s, API %s, DNS %s\n", s.StateDir, s.Started.Format(time.RFC3339), s.Server, s.DNSAddr)
+	var total int64
+	for _, p := range s.Procs {
+		rss, err := localcluster.RSS(p.Pid)
+		state := fmt.Sprintf("%7.1f MiB", float64(rss)/(1<<20))
+		if err != nil {
+			state = "exited"
+		}
+		total += rss
+		fmt.Printf("  %-24s pid %-8d %s  %s\n", p.Name, p.Pid, state, s.LogFile(p.Name))
+	}
+	fmt.Printf("  %-24s %-12s %7.1f MiB\n", "total", "", float64(total)/(1<<20))
 }
 
 func printEnv(s *localcluster.State, cacheRoot string) {

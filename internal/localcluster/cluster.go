@@ -387,9 +387,11 @@ var controllers = []string{
 	"replicationcontroller-controller",
 	"resourcequota-controller",
 	"root-ca-certificate-publisher-controller",
+	"service-cidr-controller",
 	"serviceaccount-controller",
 	"serviceaccount-token-controller",
 	"statefulset-controller",
+	"taint-eviction-controller",
 	"ttl-after-finished-controller",
 }
 
@@ -455,7 +457,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		}
 		s.Procs = append(s.Procs, p)
 		o.Log.Debug("started component", "component", name, "pid", p.Pid)
-		return nil
+		return s.save() // so that "down" finds a half-started cluster too
 	}
 	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
 
@@ -554,9 +556,6 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		return nil, fmt.Errorf("write Corefile: %w", err)
 	}
 	if err := run("coredns", "-conf="+filepath.Join(cfgDir, "Corefile")); err != nil {
-		return nil, err
-	}
-	if err := s.save(); err != nil {
 		return nil, err
 	}
 	if err := waitHTTP(ctx, s, "kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), true); err != nil {

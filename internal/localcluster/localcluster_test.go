@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 func TestNodeCIDR(t *testing.T) {
@@ -69,5 +71,37 @@ func TestKubeVersionLDFlags(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("kubeVersionLDFlags: %q lacks %q", got, want)
 		}
+	}
+}
+
+// TestKwokConfig renders the kwok configuration and checks every document
+// parses and every stage is there.
+func TestKwokConfig(t *testing.T) {
+	var b strings.Builder
+	if err := kwokConfig.Execute(&b, map[string]any{"PodCIDR": PodCIDR, "ReadyDelayMillis": 500}); err != nil {
+		t.Fatal(err)
+	}
+	var stages []string
+	for _, doc := range strings.Split(b.String(), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("document does not parse: %v\n%s", err, doc)
+		}
+		if obj.Kind == "Stage" {
+			stages = append(stages, obj.Metadata.Name)
+		}
+	}
+	want := []string{"flock-node-initialize", "flock-node-heartbeat", "flock-pod-start", "flock-pod-ready", "flock-pod-not-ready",
+		"flock-pod-fail", "flock-pod-complete", "flock-pod-terminate", "flock-pod-release-ip", "flock-pod-remove"}
+	if strings.Join(stages, " ") != strings.Join(want, " ") {
+		t.Errorf("stages %v, want %v", stages, want)
+	}
+	if !strings.Contains(b.String(), "durationMilliseconds: 500\n") {
+		t.Error("readiness delay not rendered")
 	}
 }

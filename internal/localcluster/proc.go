@@ -122,3 +122,21 @@ func tail(path string, n int) string {
 	}
 	return "    " + strings.Join(lines, "\n    ")
 }
+
+// RSS returns the resident memory of pid in bytes, from /proc/<pid>/status.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS of %d: %w", pid, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
