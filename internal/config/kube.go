@@ -47,8 +47,8 @@ func (k Kube) UsesAPI() bool {
 type sourcesFlag []string
 
 func (f *sourcesFlag) String() string {
-	if f == nil || len(*f) == 0 {
-		return SourceDNS
+	if f == nil {
+		return ""
 	}
 	return strings.Join(*f, ",")
 }
@@ -97,7 +97,7 @@ func (c *Config) addKubeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kube.Kubeconfig, "kubeconfig", "", "Kubeconfig `file` for the Kubernetes API when running outside a cluster; default the in-cluster service account.")
 	fs.StringVar(&c.Kube.Master, "master", "", "Kubernetes API server `URL`, overriding the kubeconfig's (e.g. through kubectl proxy).")
 	c.Kube.Sources = []string{SourceDNS}
-	fs.Var((*sourcesFlag)(&c.Kube.Sources), "source", "Where peers come from: `dns` (SRV records of the service, polled), endpointslice (watch the service's EndpointSlices; RBAC: list,watch endpointslices.discovery.k8s.io), pods (watch pods by -selector or -selector-from-self; RBAC: list,watch pods, plus get with -selector-from-self). Several joined by commas, e.g. endpointslice,dns: the peer set is the union by FQDN of the sources' latest answers, first delivered once every source answered; a failing source keeps its last answer.")
+	fs.Var((*sourcesFlag)(&c.Kube.Sources), "source", "Where peers come from, comma-separated `names`: dns (SRV records of the service, polled), endpointslice (watch the service's EndpointSlices; RBAC: list,watch endpointslices.discovery.k8s.io), pods (watch pods by -selector or -selector-from-self; RBAC: list,watch pods, plus get with -selector-from-self). Combined, e.g. endpointslice,dns, the peer set is the union by FQDN of the sources' latest answers, first delivered once every source answered; a failing source keeps its last answer.")
 	fs.BoolVar(&c.Kube.IncludeNotReady, "include-not-ready", false, "Include members that are not ready yet (never terminating ones) in the endpointslice and pods sources, for bootstrap; works without publishNotReadyAddresses on the service.")
 	fs.StringVar(&c.Kube.Selector, "selector", "", "Label `selector` of the peer pods for -source=pods, e.g. app=zk (evaluated by the API server).")
 	fs.Var((*labelKeysFlag)(&c.Kube.SelectorFromSelf), "selector-from-self", "For -source=pods without -selector: label `keys` (comma-separated, e.g. app or app,role) whose values on this pod ($POD_NAME, else the host name) select the peers.")
