@@ -72,6 +72,10 @@ func Status(o Observed) flockv1.FlockStatus {
 		}
 		if m.Active {
 			m.Waiting = o.Placement.Waiting[ord]
+			// A member still running on its cordoned node is not waiting.
+			if p := pods[ord]; m.Waiting == WaitNodeUnschedulable && p != nil && p.Spec.NodeName == m.Node {
+				m.Waiting = ""
+			}
 		}
 		if m.Waiting != "" {
 			waiting = append(waiting, fmt.Sprintf("%s-%d: %s", f.Name, ord, waitMessage(m.Waiting, m.Node)))

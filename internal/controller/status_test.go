@@ -65,6 +65,13 @@ func TestStatus(t *testing.T) {
 		replicas: 3, ready: 2, conds: conds{"False", "False", "True"}, degReason: "MembersWaiting",
 		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, waiting: map[int32]string{1: WaitNodeUnschedulable},
 	}, {
+		name: "member still running on its cordoned node is fine",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, Waiting: map[int32]string{1: WaitNodeUnschedulable}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true)}},
+		replicas: 3, ready: 3, conds: conds{"True", "False", "False"},
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"},
+	}, {
 		name: "no node for member 2",
 		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(2),
 			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2"}, Waiting: map[int32]string{2: WaitNoEligibleNode}},
