@@ -91,8 +91,11 @@ func (c *Config) ServiceFQDN() string {
 func (c *Config) Self() string { return c.Hostname + "." + c.ServiceFQDN() }
 
 // InitMode reports whether peer-finder exits after the first delivery, as
-// upstream does when only -on-start is given.
-func (c *Config) InitMode() bool { return c.OnStart != nil && c.OnChange == nil }
+// upstream does when only -on-start is given, or with -once. Never with a
+// command after "--": then peer-finder lives as long as that command.
+func (c *Config) InitMode() bool {
+	return c.Sinks.Exec == nil && (c.Sinks.Once || c.OnStart != nil && c.OnChange == nil)
+}
 
 // PrintUsage writes the usage text, generated from the flag definitions.
 func PrintUsage(w io.Writer) {
@@ -181,7 +184,12 @@ func Parse(args []string, env Env) (*Config, error) {
 		return nil, &UsageError{Err: err} // the flag package names the flag
 	}
 	if fs.NArg() > 0 {
-		return nil, usage("", "unexpected argument %q", fs.Arg(0))
+		// "peer-finder [flags] -- CMD ARGS...": the exec sink's command.
+		if i := len(args) - fs.NArg(); i > 0 && args[i-1] == "--" {
+			c.Sinks.Exec = fs.Args()
+		} else {
+			return nil, usage("", "unexpected argument %q (put a command to run after --)", fs.Arg(0))
+		}
 	}
 	return c, c.complete(env)
 }
@@ -199,8 +207,8 @@ func (c *Config) complete(env Env) error {
 			return usage("on-change", "%v", err)
 		}
 	}
-	if c.OnStart == nil && c.OnChange == nil && !c.Diagnose {
-		return usage("on-start", "set -on-start and/or -on-change")
+	if c.OnStart == nil && c.OnChange == nil && !c.Diagnose && !c.Sinks.Any() {
+		return usage("on-start", "set -on-start and/or -on-change (or -hosts-file, -json-file, -- CMD)")
 	}
 	if c.Service = strings.TrimSpace(c.Service); c.Service == "" {
 		return usage("service", "required: the governing headless service")

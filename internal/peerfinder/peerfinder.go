@@ -67,6 +67,10 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 		case errors.Is(err, errHeldBack):
 			return ExitError
 		}
+		var ce *ChildExit
+		if errors.As(err, &ce) {
+			return ce.Status // the command after --, as its status
+		}
 		log.Error("peer-finder failed", "err", err)
 		return ExitError
 	}
@@ -89,6 +93,7 @@ type pipeline struct {
 	engine   *engine.Engine
 	registry *prometheus.Registry
 	sources  []engine.NamedSource
+	sinks    []engine.NamedSink
 	opts     membership.Options
 	boot     *bootstrapParts
 }
@@ -121,7 +126,7 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 		Logger:           log,
 		Metrics:          engine.NewMetrics(reg),
 	})
-	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot}, nil
+	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks}, nil
 }
 
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
@@ -145,7 +150,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Wr
 			_ = srv.Shutdown(shutdownCtx)
 		}()
 	}
-	if err := p.engine.Run(ctx); err != nil {
+	if err := runPipeline(ctx, p.engine, p.sinks, log); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -7,24 +7,74 @@ import (
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
+	"github.com/flockd/flock/internal/kube"
+	execsink "github.com/flockd/flock/sink/exec"
 	"github.com/flockd/flock/sink/hook"
+	"github.com/flockd/flock/sink/hostsfile"
+	"github.com/flockd/flock/sink/jsonfile"
+	"github.com/flockd/flock/sink/leader"
 )
 
 // buildSinks creates the sinks in delivery order: files first, then hooks,
 // then the exec'd main process, so each sees what the ones before it wrote.
 func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer) ([]engine.NamedSink, error) {
 	var sinks []engine.NamedSink
-	hk, err := hook.New(hook.Config{
-		OnStart:         cfg.OnStart,
-		OnChange:        cfg.OnChange,
-		Timeout:         cfg.HookTimeout,
-		Format:          cfg.Format,
-		TrailingNewline: cfg.TrailingNewline,
-		Logger:          log,
-	})
-	if err != nil {
-		return nil, &config.UsageError{Flag: "on-start", Err: err}
+	s := cfg.Sinks
+	if s.HostsFile != "" {
+		hf, err := hostsfile.New(hostsfile.Options{
+			Path: s.HostsFile, ID: s.HostsID, NameTemplate: s.NameTemplate, AliasTemplates: s.AliasTemplates,
+			IndexLabel: s.IndexLabel, Family: s.IPFamily, Expected: s.Expected, WriteMode: s.WriteMode,
+			WaitForAll: s.WaitForAll, Logger: log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "hosts-file", Err: err}
+		}
+		var sk engine.NamedSink = engine.NamedSink{Name: "hosts-file", Sink: hf}
+		if s.HostsLease != "" {
+			client, err := kube.NewClient(kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master})
+			if err != nil {
+				return nil, err
+			}
+			ls, err := leader.New(leader.Config{
+				Inner: hf, Client: client, Namespace: cfg.Namespace, Name: s.HostsLease,
+				Identity: cfg.Bootstrap.PodName + "_" + cfg.Hostname, Logger: log.With("sink", "hosts-file"),
+			})
+			if err != nil {
+				return nil, &config.UsageError{Flag: "hosts-lease", Err: err}
+			}
+			sk.Sink = ls
+		}
+		sinks = append(sinks, sk)
 	}
-	sinks = append(sinks, engine.NamedSink{Name: "hook", Sink: hk})
+	if s.JSONFile != "" {
+		jf, err := jsonfile.New(jsonfile.Options{Path: s.JSONFile, Logger: log})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "json-file", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
+	}
+	if cfg.OnStart != nil || cfg.OnChange != nil {
+		hk, err := hook.New(hook.Config{
+			OnStart:         cfg.OnStart,
+			OnChange:        cfg.OnChange,
+			Timeout:         cfg.HookTimeout,
+			Format:          cfg.Format,
+			TrailingNewline: cfg.TrailingNewline,
+			Logger:          log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "on-start", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "hook", Sink: hk})
+	}
+	if s.Exec != nil {
+		ex, err := execsink.New(execsink.Config{
+			Argv: s.Exec, ReloadSignal: s.ReloadSignal, KillTimeout: s.KillTimeout, Reap: true, Logger: log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "--", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
+	}
 	return sinks, nil
 }

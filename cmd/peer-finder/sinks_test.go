@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/sink"
+)
+
+// These tests run the real binary with the file and exec sinks against a
+// loopback DNS server.
+
+func waitFile(t *testing.T, path string, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if ok(string(b)) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became as wanted; last content:\n%s", path, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 2, 80) // web-2 is not there yet
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web=3", "-wait-for-all", "-once")...)
+	// Expected names are listed at once; the known ones with addresses.
+	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "# no address yet: web-2") })
+	select {
+	case <-p.done:
+		t.Fatal("init mode exited before every expected name had an address")
+	case <-time.After(300 * time.Millisecond):
+	}
+	dns.Peers(svc, "web", 3, 80)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit status %d, want 0", code)
+	}
+	b, _ := os.ReadFile(hosts)
+	want := "127.0.0.1\tlocalhost\n# BEGIN flock peer-finder web\n10.0.0.0\tweb-0\n10.0.0.1\tweb-1\n10.0.0.2\tweb-2\n# END flock peer-finder web\n"
+	if string(b) != want {
+		t.Errorf("hosts file:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+func TestInitModeWaitForAllTimesOut(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 1, 80)
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web-0,web-1", "-wait-for-all", "-once", "-bootstrap-timeout=1s")...)
+	if code := p.wait(t); code != 3 {
+		t.Fatalf("exit status %d, want 3 (bootstrap timeout)", code)
+	}
+}
+
+func TestExecModeStartsAfterFilesReloadsAndExitsWithStatus(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 2, 80)
+	dir := t.TempDir()
+	peers, reloads, seen := filepath.Join(dir, "peers.json"), filepath.Join(dir, "reloads"), filepath.Join(dir, "seen")
+	// The command records the peers file it saw at start, counts reloads,
+	// and exits 7 on SIGTERM.
+	script := fmt.Sprintf(`cp %[1]s %[2]s; trap 'echo hup >> %[3]s' HUP; trap 'exit 7' TERM; while :; do sleep 0.02; done`, peers, seen, reloads)
+	p := start(t, append(common(dns.Addr()), "-json-file="+peers, "-reload-signal=SIGHUP", "--", "sh", "-c", script)...)
+	b := waitFile(t, seen, func(s string) bool { return s != "" })
+	var doc sink.Document
+	if err := json.Unmarshal([]byte(b), &doc); err != nil || len(doc.Peers) != 2 {
+		t.Fatalf("the command started before the JSON file was complete: %v %q", err, b)
+	}
+	dns.Peers(svc, "web", 3, 80)
+	waitFile(t, reloads, func(s string) bool { return strings.Count(s, "hup") == 1 })
+	waitFile(t, peers, func(s string) bool { return strings.Count(s, `"fqdn"`) == 3 })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 7 {
+		t.Fatalf("exit status %d, want the command's 7", code)
+	}
+}
