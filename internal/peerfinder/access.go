@@ -72,6 +72,12 @@ func requiredAccess(cfg *config.Config) []access {
 			add("-cluster-lease without $POD_UID", "", "pods", "", "get")
 		}
 	}
+	if l := cfg.Sinks.HostsLease; l != "" {
+		// client-go leader election: get and update the Lease, create it
+		// when absent (create cannot be limited to a name).
+		add("-hosts-lease", "coordination.k8s.io", "leases", "", "create")
+		add("-hosts-lease", "coordination.k8s.io", "leases", l, "get", "update")
+	}
 	slices.SortFunc(out, func(a, b access) int {
 		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Resource, b.Resource),
 			strings.Compare(a.Name, b.Name), strings.Compare(a.Verb, b.Verb))

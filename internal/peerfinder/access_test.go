@@ -18,10 +18,11 @@ import (
 
 func TestRequiredAccess(t *testing.T) {
 	tests := []struct {
-		name string
-		kube config.Kube
-		boot config.Bootstrap
-		want []string
+		name  string
+		kube  config.Kube
+		boot  config.Bootstrap
+		sinks config.Sinks
+		want  []string
 	}{
 		{name: "dns only needs nothing", kube: config.Kube{Sources: []string{"dns"}}},
 		{name: "endpointslice", kube: config.Kube{Sources: []string{"endpointslice"}},
@@ -36,6 +37,8 @@ func TestRequiredAccess(t *testing.T) {
 			want: []string{"create leases.coordination.k8s.io", "get leases.coordination.k8s.io/db-cluster", "update leases.coordination.k8s.io/db-cluster"}},
 		{name: "cluster lease without POD_UID reads its pod", boot: config.Bootstrap{ClusterLease: "db-cluster"},
 			want: []string{"get pods", "create leases.coordination.k8s.io", "get leases.coordination.k8s.io/db-cluster", "update leases.coordination.k8s.io/db-cluster"}},
+		{name: "hosts-file writer Lease", sinks: config.Sinks{HostsFile: "/shared/hosts", HostsLease: "train-hosts"},
+			want: []string{"create leases.coordination.k8s.io", "get leases.coordination.k8s.io/train-hosts", "update leases.coordination.k8s.io/train-hosts"}},
 		{name: "get pods is listed once for every flag needing it",
 			kube: config.Kube{Sources: []string{"endpointslice", "pods"}, SelectorFromSelf: []string{"app"}},
 			boot: config.Bootstrap{ExpectAuto: true},
@@ -43,7 +46,7 @@ func TestRequiredAccess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := requiredAccess(&config.Config{Kube: tt.kube, Bootstrap: tt.boot})
+			got := requiredAccess(&config.Config{Kube: tt.kube, Bootstrap: tt.boot, Sinks: tt.sinks})
 			var strs []string
 			for _, a := range got {
 				strs = append(strs, a.String())
@@ -125,6 +128,7 @@ var rbacExamples = map[string]config.Config{
 	"expect-auto.yaml":             {Kube: config.Kube{Sources: []string{"dns"}}, Bootstrap: config.Bootstrap{ExpectAuto: true}},
 	"cluster-lease.yaml":           {Kube: config.Kube{Sources: []string{"dns"}}, Bootstrap: config.Bootstrap{ClusterLease: "db-cluster", PodUID: "from-downward-api"}},
 	"serviceaccount.yaml":          {Kube: config.Kube{Sources: []string{"dns"}}},
+	"hosts-lease.yaml":             {Kube: config.Kube{Sources: []string{"dns"}}, Sinks: config.Sinks{HostsFile: "/shared/hosts", HostsLease: "hosts-writer"}},
 }
 
 func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {

@@ -3,6 +3,7 @@ package peerfinder
 import (
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockd/flock/engine"
@@ -37,7 +38,11 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer) (
 			}
 			ls, err := leader.New(leader.Config{
 				Inner: hf, Client: client, Namespace: cfg.Namespace, Name: s.HostsLease,
-				Identity: cfg.Bootstrap.PodName + "_" + cfg.Hostname, Logger: log.With("sink", "hosts-file"),
+				// Unique per process: a pod re-created under the same name
+				// (a StatefulSet member) while its predecessor still
+				// terminates must not share the predecessor's identity, or
+				// both would believe they hold the Lease.
+				Identity: cfg.Bootstrap.PodName + "_" + uuid.NewString(), Logger: log.With("sink", "hosts-file"),
 			})
 			if err != nil {
 				return nil, &config.UsageError{Flag: "hosts-lease", Err: err}
