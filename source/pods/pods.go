@@ -10,7 +10,11 @@
 //
 // A pod is a peer when it is Running, not terminating (no deletionTimestamp)
 // and has an IP; a not-ready pod (Ready condition not True) only with
-// IncludeNotReady. Peers are keyed by name, never by IP, so a reused IP can
+// IncludeNotReady, which also admits Pending pods that have an IP: pods
+// whose init containers run (their sandbox and IP exist), as the
+// EndpointSlice controller lists them with publishNotReadyAddresses. Without
+// that, the init containers of a batch job's pods, each waiting for the
+// others' addresses, would wait for each other forever. Peers are keyed by name, never by IP, so a reused IP can
 // never make one pod look like another:
 //   - spec.hostname and spec.subdomain set (StatefulSet pods):
 //     <hostname>.<subdomain>.<ns>.svc.<domain>, the name the pod has in DNS;
@@ -301,7 +305,8 @@ func slim(p *corev1.Pod) *Pod {
 
 // PeerOf converts one pod; ok is false when the pod is not a peer. Pure.
 func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
-	if p.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || len(p.IPs) == 0 || (!p.Ready && !o.IncludeNotReady) {
+	live := p.Phase == corev1.PodRunning || p.Phase == corev1.PodPending && o.IncludeNotReady
+	if !live || p.DeletionTimestamp != nil || len(p.IPs) == 0 || (!p.Ready && !o.IncludeNotReady) {
 		return peer.Peer{}, false
 	}
 	name := strings.ToLower(cmp.Or(p.Hostname, p.Name))

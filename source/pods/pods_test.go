@@ -96,9 +96,15 @@ func TestPeers(t *testing.T) {
 		{"running ready", []*corev1.Pod{pod("a-1", "10.0.0.1")}, false, []string{"a-1.web.db.svc.cluster.local=uid-a-1"}},
 		{"not ready excluded", []*corev1.Pod{pod("a-1", "10.0.0.1", notReady)}, false, []string{}},
 		{"not ready included", []*corev1.Pod{pod("a-1", "10.0.0.1", notReady)}, true, []string{"a-1.web.db.svc.cluster.local=uid-a-1"}},
-		{"pending, failed, succeeded skipped", []*corev1.Pod{
-			pod("a", "10.0.0.1", phase(corev1.PodPending)), pod("b", "10.0.0.2", phase(corev1.PodFailed)),
+		{"failed, succeeded skipped", []*corev1.Pod{
+			pod("b", "10.0.0.2", phase(corev1.PodFailed)),
 			pod("c", "10.0.0.3", phase(corev1.PodSucceeded))}, true, []string{}},
+		// A pod running its init containers is Pending with an IP: an
+		// init-mode peer-finder of a batch job waits for exactly these.
+		{"pending with IP included with not-ready", []*corev1.Pod{
+			pod("a", "10.0.0.1", phase(corev1.PodPending), notReady), pod("b", "", phase(corev1.PodPending), notReady)}, true,
+			[]string{"a.web.db.svc.cluster.local=uid-a"}},
+		{"pending excluded without not-ready", []*corev1.Pod{pod("a", "10.0.0.1", phase(corev1.PodPending), notReady)}, false, []string{}},
 		{"terminating skipped", []*corev1.Pod{pod("a", "10.0.0.1", deleting)}, true, []string{}},
 		{"no IP skipped", []*corev1.Pod{pod("a", "")}, true, []string{}},
 		{"hostname and subdomain name the pod", []*corev1.Pod{pod("zk-0", "10.0.0.1", sts("zk-hs", "0"))}, false,
