@@ -37,7 +37,9 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer) (
 				return nil, err
 			}
 			ls, err := leader.New(leader.Config{
-				Inner: hf, Client: client, Namespace: cfg.Namespace, Name: s.HostsLease,
+				// Follow: with -wait-for-all, a non-writer waits for the
+				// writer's file to be complete, not just for the addresses.
+				Inner: hf, Follow: hf.Follower(), Client: client, Namespace: cfg.Namespace, Name: s.HostsLease,
 				// Unique per process: a pod re-created under the same name
 				// (a StatefulSet member) while its predecessor still
 				// terminates must not share the predecessor's identity, or

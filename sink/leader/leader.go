@@ -44,6 +44,12 @@ type Config struct {
 	Client kubernetes.Interface
 	// Namespace and Name identify the Lease.
 	Namespace, Name string
+	// Follow, when set, is applied instead of Inner while this candidate
+	// does not lead, and its error is Apply's: e.g. a check that the file
+	// the leader writes is complete, so that an init-mode follower waits
+	// for the leader's write as the leader waits for the addresses. Nil:
+	// Apply succeeds while following.
+	Follow sink.Sink
 	// Identity names this candidate in the Lease; hostname plus a random
 	// suffix when empty.
 	Identity string
@@ -117,7 +123,8 @@ func (s *Sink) Leading() bool {
 }
 
 // Apply records d as the newest delivery and, while leading, applies it to
-// Inner (returning Inner's error). While not leading it returns nil.
+// Inner (returning Inner's error). While not leading it returns Follow's
+// result, nil without Follow.
 func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -126,6 +133,11 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	lead := s.leading
 	s.mu.Unlock()
 	if lead == nil || lead.Err() != nil {
+		if s.cfg.Follow != nil {
+			if err := s.cfg.Follow.Apply(ctx, d); err != nil {
+				return fmt.Errorf("leader %s (following): %w", s.cfg.Identity, err)
+			}
+		}
 		return nil
 	}
 	return s.applyLocked(ctx, d)

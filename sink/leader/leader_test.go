@@ -130,6 +130,38 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 	}
 }
 
+// TestFollowGatesFollowers: while another candidate leads, Apply returns
+// Follow's result and never touches Inner.
+func TestFollowGatesFollowers(t *testing.T) {
+	client := fake.NewClientset()
+	a := newSink(t, client, "a", &recorder{})
+	stopA := run(a)
+	defer stopA()
+	eventually(t, "a leading", a.Leading)
+
+	inner, follow := &recorder{}, &recorder{fails: 1}
+	b, err := New(Config{Inner: inner, Follow: follow, Client: client, Namespace: "ns", Name: "hosts-writer", Identity: "b",
+		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopB := run(b)
+	defer stopB()
+	ctx := context.Background()
+	if err := b.Apply(ctx, delivery(1)); err == nil {
+		t.Fatal("following Apply succeeded although Follow failed")
+	}
+	if err := b.Apply(ctx, delivery(2)); err != nil {
+		t.Fatalf("following Apply: %v", err)
+	}
+	if got := follow.applied(); len(got) != 1 || got[0] != 2 {
+		t.Errorf("Follow applied %v, want [2]", got)
+	}
+	if got := inner.applied(); len(got) != 0 {
+		t.Errorf("Inner applied %v while following", got)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	client := fake.NewClientset()
 	for name, cfg := range map[string]Config{
