@@ -54,6 +54,9 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 		if err != nil {
 			fmt.Fprintf(w, "source %s: lookup failed: %v\n", s.Name, err)
 			views = append(views, membership.View{Source: s.Name})
+			if s.Name == config.SourceDNS {
+				f.dnsSilent = true
+			}
 			continue
 		}
 		fmt.Fprintf(w, "source %s: %d peers\n", s.Name, len(peers))
@@ -61,7 +64,7 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 			fmt.Fprintf(w, "  %s %s ready=%v ordinal=%d\n", pr.Key(), strings.Join(pr.IPs, ","), pr.Ready, pr.Ordinal)
 		}
 		if len(peers) == 0 && s.Name == config.SourceDNS {
-			f.dnsEmpty = true
+			f.dnsSilent = true
 		}
 		views = append(views, membership.View{Source: s.Name, Reported: true, Peers: peers})
 	}
@@ -199,7 +202,7 @@ type facts struct {
 	cfg            *config.Config
 	service        *corev1.Service // nil when not read
 	serviceMissing bool
-	dnsEmpty       bool
+	dnsSilent      bool // the DNS source failed or found nothing
 	missing        []access
 	apiErr         error
 }
@@ -208,6 +211,7 @@ type facts struct {
 // is pure.
 func advice(r membership.Reason, f facts) []string {
 	cfg := f.cfg
+	svc := f.service
 	var out []string
 	if len(f.missing) > 0 {
 		var verbs []string
@@ -216,10 +220,16 @@ func advice(r membership.Reason, f facts) []string {
 		}
 		out = append(out, fmt.Sprintf("grant the missing permissions to this pod's service account in namespace %s (%s); see examples/rbac", cfg.Namespace, strings.Join(verbs, "; ")))
 	}
+	if f.dnsSilent && !f.serviceMissing && (r == membership.WaitSources || r == membership.WaitEmpty) {
+		exists := ""
+		if svc != nil {
+			exists = "the Service exists, but "
+		}
+		out = append(out, fmt.Sprintf("%sDNS has no records for %s: if the cluster domain is not %s (from %s), pass the right -domain", exists, cfg.ServiceFQDN(), cfg.Domain, cfg.DomainSource))
+	}
 	if f.serviceMissing {
 		out = append(out, fmt.Sprintf("the service %s does not exist in namespace %s; -service must be the StatefulSet's serviceName", cfg.Service, cfg.Namespace))
 	}
-	svc := f.service
 	notReadyHidden := svc != nil && !svc.Spec.PublishNotReadyAddresses && (cfg.Kube.UsesDNS() || !cfg.Kube.IncludeNotReady)
 	switch r {
 	case membership.WaitSources:
@@ -234,9 +244,7 @@ func advice(r membership.Reason, f facts) []string {
 		if svc != nil && svc.Spec.ClusterIP != corev1.ClusterIPNone && cfg.Kube.UsesDNS() {
 			out = append(out, fmt.Sprintf("the service %s is not headless (clusterIP: None), so DNS has no per-member records", cfg.Service))
 		}
-		if f.dnsEmpty && !f.serviceMissing && !strings.HasPrefix(cfg.DomainSource, "-domain") {
-			out = append(out, fmt.Sprintf("DNS has no records for %s; if the cluster domain is not %s (inferred from %s), pass -domain", cfg.ServiceFQDN(), cfg.Domain, cfg.DomainSource))
-		}
+
 		if r == membership.WaitSelf {
 			out = append(out, fmt.Sprintf("this member's name %s is not published; check -hostname (the pod name), -service (the StatefulSet's serviceName) and -domain", cfg.Self()))
 		}

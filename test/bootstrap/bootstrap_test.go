@@ -1,0 +1,206 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flockbootstrap "github.com/flockd/flock/bootstrap"
+	"github.com/flockd/flock/internal/peerfinder"
+	"github.com/flockd/flock/internal/testing/cluster"
+)
+
+// TestExpectAutoWaitsForReplicasAndFollowsScale starts peer-finder before
+// the StatefulSet's pods exist. Pods start one by one (OrderedReady, each
+// ready after a second), so peer-finder sees 1, 2, then 3 members: with
+// -expect=auto the first delivery must hold all 3, and after a scale to 5
+// the 4-member set must be held back too.
+func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	service(t, c.Client, ns, true)
+	statefulSet(t, c.Client, ns, 3, appsv1.OrderedReadyPodManagement, map[string]string{"test.flockd.io/ready-delay": "1s"})
+
+	h := newHook(t)
+	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
+		"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready",
+		"-expect=auto", "-on-change=" + h.command(),
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		code, _, e := p.main(ctx)
+		stderr = e
+		done <- code
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != peerfinder.ExitOK {
+			t.Errorf("peer-finder exited %d:\n%s", code, stderr)
+		}
+	}()
+
+	ds := h.waitDelivery(t, names("web", 3)...)
+	if len(ds[0].peers) != 3 {
+		t.Fatalf("first delivery has %v, want all 3 replicas", ds[0].peers)
+	}
+	scale(t, c.Client, ns, 5)
+	ds = h.waitDelivery(t, names("web", 5)...)
+	for _, d := range ds {
+		if len(d.peers) == 4 {
+			t.Errorf("delivered %v while spec.replicas was 5", d.peers)
+		}
+	}
+	scale(t, c.Client, ns, 2)
+	ds = h.waitDelivery(t, names("web", 2)...)
+	for _, d := range ds {
+		t.Logf("generation %d: %v", d.gen, d.peers)
+	}
+}
+
+// TestBootstrapTimeoutExitsThree runs init mode with -expect=auto against a
+// StatefulSet of 3 whose first pod never becomes ready, so (OrderedReady)
+// the others are never created: peer-finder must give up with status 3
+// without running the hook.
+func TestBootstrapTimeoutExitsThree(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	service(t, c.Client, ns, true)
+	statefulSet(t, c.Client, ns, 3, appsv1.OrderedReadyPodManagement, map[string]string{"test.flockd.io/ready": "false"})
+	runningPod(t, c.Client, ns, "web-0", "")
+
+	h := newHook(t)
+	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
+		"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready",
+		"-expect=auto", "-bootstrap-timeout=3s", "-on-start=" + h.command(),
+	}}
+	began := time.Now()
+	code, _, stderr := p.main(t.Context())
+	if code != peerfinder.ExitBootstrapTimeout {
+		t.Fatalf("exit status %d, want %d:\n%s", code, peerfinder.ExitBootstrapTimeout, stderr)
+	}
+	if took := time.Since(began); took < 3*time.Second || took > 30*time.Second {
+		t.Errorf("gave up after %s, want about 3s", took)
+	}
+	if ds := h.deliveries(t); len(ds) != 0 {
+		t.Errorf("hook ran: %v", ds)
+	}
+	if !strings.Contains(stderr, "bootstrap timeout") || !strings.Contains(stderr, "too-few-peers") {
+		t.Errorf("log does not say why:\n%s", stderr)
+	}
+}
+
+// TestPodZeroThatLostItsDataJoins is the split-brain scenario: pod-0 forms
+// the cluster, then is deleted and re-created (as with a lost volume). With
+// -cluster-lease the new pod-0 is told join; without it, form (the limit
+// the documentation states).
+func TestPodZeroThatLostItsDataJoins(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	service(t, c.Client, ns, true)
+	statefulSet(t, c.Client, ns, 2, appsv1.ParallelPodManagement, nil)
+	first := runningPod(t, c.Client, ns, "web-0", "")
+	runningPod(t, c.Client, ns, "web-1", "")
+
+	initRun := func(pod string, lease bool) (string, string) {
+		t.Helper()
+		h := newHook(t)
+		args := []string{"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready", "-expect=auto", "-on-start=" + h.command()}
+		if lease {
+			args = append(args, "-cluster-lease=web-cluster")
+		}
+		p := pf{c: c, ns: ns, pod: pod, args: args}
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		defer cancel()
+		code, _, stderr := p.main(ctx)
+		ds := h.deliveries(t)
+		if code != peerfinder.ExitOK || len(ds) != 1 {
+			t.Fatalf("%s: exit %d, deliveries %v:\n%s", pod, code, ds, stderr)
+		}
+		return ds[0].role, stderr
+	}
+
+	if role, log := initRun("web-0", true); role != "form" {
+		t.Fatalf("first pod-0: role %q, want form:\n%s", role, log)
+	}
+	lease, err := c.Client.CoordinationV1().Leases(ns).Get(t.Context(), "web-cluster", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != "web-0" || lease.Annotations[flockbootstrap.AnnotationUID] != string(first.UID) {
+		t.Errorf("lease holder %q uid %q, want web-0 uid %s", *lease.Spec.HolderIdentity, lease.Annotations[flockbootstrap.AnnotationUID], first.UID)
+	}
+	if role, log := initRun("web-1", true); role != "join" {
+		t.Fatalf("pod-1: role %q, want join:\n%s", role, log)
+	}
+	if role, log := initRun("web-0", true); role != "form" {
+		t.Fatalf("same pod-0 again (container restart): role %q, want form:\n%s", role, log)
+	}
+
+	// pod-0 loses its data: the pod is deleted and the StatefulSet
+	// controller re-creates it with a new UID.
+	zero := int64(0)
+	if err := c.Client.CoreV1().Pods(ns).Delete(t.Context(), "web-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	again := runningPod(t, c.Client, ns, "web-0", string(first.UID))
+	if role, log := initRun("web-0", true); role != "join" {
+		t.Fatalf("re-created pod-0 (uid %s): role %q, want join:\n%s", again.UID, role, log)
+	}
+	if role, _ := initRun("web-0", false); role != "form" {
+		t.Errorf("re-created pod-0 without -cluster-lease: role %q, want form (the documented limit)", role)
+	}
+
+	// diagnose predicts the same without writing anything.
+	p := pf{c: c, ns: ns, pod: "web-0", args: []string{"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready", "-expect=auto", "-cluster-lease=web-cluster", "-diagnose"}}
+	code, out, stderr := p.main(t.Context())
+	if code != peerfinder.ExitOK || !strings.Contains(out, "bootstrap: join (formed-by-other)") || !strings.Contains(out, "expect:    2 (spec.replicas of StatefulSet web") {
+		t.Errorf("diagnose exit %d:\n%s\n%s", code, out, stderr)
+	}
+	t.Logf("peer-finder -diagnose:\n%s", out)
+}
+
+// TestLeaseClaimRace has many members claim the same Lease at once on the
+// real API server: exactly one wins and all agree on it.
+func TestLeaseClaimRace(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	l := &flockbootstrap.Lease{Client: c.Client.CoordinationV1(), Namespace: ns, Name: "race"}
+	const n = 10
+	got := make([]*flockbootstrap.Record, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = l.Claim(t.Context(), flockbootstrap.Record{Pod: fmt.Sprintf("m-%d", i), UID: fmt.Sprintf("u-%d", i)}, "")
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("claim %d: %v", i, errs[i])
+		}
+		if *got[i] != *got[0] {
+			t.Errorf("claim %d sees %v, claim 0 sees %v", i, got[i], got[0])
+		}
+	}
+	rec, err := l.Read(t.Context())
+	if err != nil || *rec != *got[0] {
+		t.Errorf("lease holds %v (%v), claims saw %v", rec, err, got[0])
+	}
+	winners := slices.IndexFunc(got, func(r *flockbootstrap.Record) bool { return r.UID == "" })
+	if winners >= 0 {
+		t.Errorf("a claim returned a record without UID")
+	}
+}

@@ -1,0 +1,62 @@
+package bootstrap
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/flockd/flock/internal/peerfinder"
+	"github.com/flockd/flock/internal/testing/cluster"
+)
+
+// TestDiagnoseExplainsWhatHoldsDelivery covers the classic "Have not found
+// myself" causes through real CoreDNS and a real Service: a service that
+// hides not-ready members, and a wrong cluster domain.
+func TestDiagnoseExplainsWhatHoldsDelivery(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	service(t, c.Client, ns, false) // no publishNotReadyAddresses
+	statefulSet(t, c.Client, ns, 1, appsv1.ParallelPodManagement, map[string]string{"test.flockd.io/ready": "false"})
+	runningPod(t, c.Client, ns, "web-0", "")
+
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "not-ready member hidden by the service",
+			args: []string{"-source=dns"},
+			want: []string{"publishNotReadyAddresses=false", "verdict:   wait: no-peers", "does not set publishNotReadyAddresses: true"}},
+		{name: "wrong domain",
+			args: []string{"-source=dns", "-domain=cluster.example"},
+			want: []string{"verdict:   wait", "DNS has no records for web." + ns + ".svc.cluster.example"}},
+		{name: "endpointslice source without -include-not-ready",
+			args: []string{"-source=endpointslice"},
+			want: []string{"source endpointslice: 0 peers", "-include-not-ready"}},
+		{name: "the fix: -include-not-ready sees the member",
+			args: []string{"-source=endpointslice", "-include-not-ready"},
+			want: []string{"verdict:   deliver (1 peers)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pf{c: c, ns: ns, pod: "web-0", args: append([]string{"-kubeconfig=" + c.Kubeconfig, "-diagnose"}, tt.args...)}
+			code, out, stderr := p.main(t.Context())
+			wantCode := peerfinder.ExitError
+			if strings.HasPrefix(tt.name, "the fix") {
+				wantCode = peerfinder.ExitOK
+			}
+			if code != wantCode {
+				t.Errorf("exit %d, want %d", code, wantCode)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s\n%s", out, stderr)
+			}
+		})
+	}
+}
