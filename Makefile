@@ -60,7 +60,7 @@ generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code (api/v1alpha1).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 manifests: $(CONTROLLER_GEN) ## Generate the Flock CRD and the controller's RBAC role under config/.
-	$(CONTROLLER_GEN) crd rbac:roleName=flock-controller paths=./api/... paths=./internal/controller/... \
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=flock-controller paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) are stale.

@@ -41,6 +41,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.manager.ProbeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "0" disables them`)
 	fs.BoolVar(&c.manager.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace; required out of cluster)")
+	fs.StringVar(&c.manager.Namespace, "namespace", "", "reconcile only the Flocks of this namespace (default: all namespaces)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

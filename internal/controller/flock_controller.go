@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,12 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder emits Events on Flocks.
 	Recorder EventRecorder
+	// Namespace, if set, is the only namespace whose Flocks are reconciled.
+	Namespace string
 }
+
+// conflictRetry is how soon a status write that lost a race is retried.
+const conflictRetry = 200 * time.Millisecond
 
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks/status,verbs=get;update;patch
@@ -83,6 +89,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs, err := r.reconcile(ctx, &f)
 	obs.Err = err
 	if serr := r.writeStatus(ctx, &f, obs); serr != nil {
+		if err == nil && apierrors.IsConflict(serr) {
+			// The cache lagged behind a write; retry with fresh data, quietly.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		return ctrl.Result{}, errors.Join(err, serr)
 	}
 	return ctrl.Result{}, err
@@ -364,7 +374,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if ns == "" {
 			ns = o.GetLabels()[flockv1.NamespaceLabel]
 		}
-		if name == "" || ns == "" {
+		if name == "" || ns == "" || r.Namespace != "" && ns != r.Namespace {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}

@@ -158,7 +158,8 @@ func (e *env) addNode(name, zone, podCIDR string) {
 func (e *env) startManager() (stop func()) {
 	mgr, err := controller.NewManager(e.c.Config, controller.ManagerOptions{
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true,
-		Logger: logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Namespace: e.ns, // other test processes may run their own managers
+		Logger:    logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -32,6 +32,9 @@ type ManagerOptions struct {
 	LeaderElectionNamespace string
 	// Logger is the manager's logger.
 	Logger logr.Logger
+	// Namespace, if set, limits the controller to the Flocks (and the
+	// namespaced objects) of that namespace.
+	Namespace string
 	// SkipNameValidation allows several managers, one after another, in
 	// one process (tests); controller names must otherwise be unique.
 	SkipNameValidation bool
@@ -63,6 +66,10 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 	for obj, sel := range CacheSelectors() {
 		byObject[obj] = cache.ByObject{Label: sel}
 	}
+	cacheOpts := cache.Options{ByObject: byObject}
+	if o.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
+	}
 	probe := o.ProbeAddr
 	if probe == "" {
 		probe = "0"
@@ -77,7 +84,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptrTo(10 * time.Second),
-		Cache:                         cache.Options{ByObject: byObject},
+		Cache:                         cacheOpts,
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
@@ -98,6 +105,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldOwner),
+		Namespace: o.Namespace,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setup flock controller: %w", err)
