@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/flockd/flock/peer"
 )
@@ -57,26 +58,34 @@ func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		default:
 		}
 	}
-	logger := Logr(log)
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		Logger:        &logger,
-		ListerWatcher: in.ListerWatcher,
-		ObjectType:    in.ObjectType,
-		Transform:     in.Transform,
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { poke() },
-			UpdateFunc: func(any, any) { poke() },
-			DeleteFunc: func(any) { poke() },
-		},
-	})
-	ctx, cancel := context.WithCancel(ctx)
+	inf := cache.NewSharedIndexInformerWithOptions(in.ListerWatcher, in.ObjectType, cache.SharedIndexInformerOptions{})
+	// Failures are reported once per change of state by the Reporter that
+	// wraps the ListerWatcher; the reflector's own report (an error log per
+	// retry) goes to debug.
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		log.Debug("list or watch failed; retrying with backoff", "err", err)
+	}); err != nil {
+		return fmt.Errorf("informer: %w", err)
+	}
+	if err := inf.SetTransform(in.Transform); err != nil {
+		return fmt.Errorf("informer: %w", err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return fmt.Errorf("informer: %w", err)
+	}
+	store := inf.GetStore()
+	ctx, cancel := context.WithCancel(klog.NewContext(ctx, Logr(log)))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { ctrl.RunWithContext(ctx) })
+	wg.Go(func() { inf.RunWithContext(ctx) })
 
 	tick := time.NewTicker(syncPoll)
-	for !ctrl.HasSynced() {
+	for !inf.HasSynced() {
 		select {
 		case <-ctx.Done():
 			tick.Stop()
