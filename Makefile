@@ -11,10 +11,11 @@ help: ## Show this help.
 build: ## Build peer-finder (and other binaries) into ./bin.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: ## Run all tests (unit and integration, race detector on).
+test: cluster-build ## Run all tests (unit and integration, race detector on) against the local cluster.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) test -race -count=1 ./...
+	@# Reuses a running cluster; one started here is stopped when the tests end.
+	$(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 ./...
 
 FLOCK_CLUSTER := $(BIN)/flock-cluster
 

@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.LogDir, "log-dir", filepath.Join(root, ".state", "demo"), "where member logs go (emptied first)")
 	fs.StringVar(&steps, "steps", "3,5,2", "replica counts, in order")
 	fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "how long members may take to agree after a step")
+	fs.DurationVar(&c.Pause, "pause", 2*time.Second, "pause after each step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

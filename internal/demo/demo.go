@@ -37,6 +37,7 @@ type Config struct {
 	LogDir      string // emptied, then receives one log per member
 	Steps       []int  // replica counts in order; the first is the initial size
 	StepTimeout time.Duration
+	Pause       time.Duration // after each step, so people can follow
 	Out         io.Writer
 	Color       bool
 }
@@ -90,6 +91,11 @@ func Run(ctx context.Context, c Config) (err error) {
 			return err
 		}
 		d.say("all %d members agree: %s", n, strings.Join(memberNames(n), " "))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.Pause):
+		}
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func bootstrap(ctx context.Context, cs kubernetes.Interface, o Options) error {
 // and the capacity of a modest real machine so scheduling constraints mean
 // something.
 func node(i, n, zones int) *corev1.Node {
-	name := fmt.Sprintf("node-%d", i)
+	name := nodeName(i)
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("16"),
 		corev1.ResourceMemory: resource.MustParse("64Gi"),
@@ -139,6 +139,17 @@ func node(i, n, zones int) *corev1.Node {
 			},
 		},
 	}
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%d", i) }
+
+// NodeNames are the names of the cluster's simulated nodes.
+func (s *State) NodeNames() []string {
+	names := make([]string, s.Nodes)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	return names
 }
 
 // nodeCIDR splits PodCIDR (a /16) into the smallest power of two of equal

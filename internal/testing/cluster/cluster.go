@@ -42,6 +42,9 @@ type Cluster struct {
 	DNSAddr    string // CoreDNS host:port, UDP and TCP
 	Domain     string // cluster domain, "cluster.local"
 	StateDir   string
+	// Nodes are the simulated nodes the cluster was started with (node-0,
+	// node-1, ...), spread round robin over zones zone-a, zone-b, ...
+	Nodes []string
 
 	state   *localcluster.State
 	private bool
@@ -150,6 +153,7 @@ func newCluster(s *localcluster.State, private bool) (*Cluster, error) {
 	return &Cluster{
 		Kubeconfig: s.Kubeconfig, Config: cfg, Client: cs,
 		DNSAddr: s.DNSAddr, Domain: s.Domain, StateDir: s.StateDir,
+		Nodes: s.NodeNames(),
 		state: s, private: private,
 	}, nil
 }
