@@ -34,6 +34,7 @@ type member struct{ name, ip string }
 // CoreDNS answers SRV, A and PTR for them, through scale up, scale down and
 // pod replacement.
 func TestStatefulSetDiscovery(t *testing.T) {
+	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
@@ -68,6 +69,7 @@ func TestStatefulSetDiscovery(t *testing.T) {
 // TestPodControls checks the test.flockd.io annotations: not-ready, ready
 // again, and failure (which the StatefulSet controller answers with a new pod).
 func TestPodControls(t *testing.T) {
+	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
@@ -94,9 +96,39 @@ func TestPodControls(t *testing.T) {
 	waitPod(t, c, ns, "db-0", "replaced after failure", func(p *corev1.Pod) bool { return p.UID != pod.UID && podReady(p) })
 }
 
+// TestGracefulDeletion checks that a pod annotated with terminate-after stays
+// terminating that long, listed as terminating in its EndpointSlice, before a
+// replacement comes.
+func TestGracefulDeletion(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	createHeadless(t, c.Client, ns, "slow")
+	sts := statefulSet("slow", 1)
+	sts.Spec.Template.Annotations = map[string]string{cluster.AnnotationTerminateAfter: "3s"}
+	sts.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := waitMembers(t, c, ns, "slow", 1)[0]
+	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, old.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, old.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoint(t, c, ns, "slow", "slow-0 terminating in the EndpointSlice", func(ep discoveryv1.Endpoint) bool {
+		return ep.Conditions.Terminating != nil && *ep.Conditions.Terminating && len(ep.Addresses) > 0 && ep.Addresses[0] == old.ip
+	})
+	waitPod(t, c, ns, old.name, "replaced", func(p *corev1.Pod) bool { return p.UID != pod.UID && podReady(p) })
+}
+
 // TestNodes checks the simulated nodes: ready, zoned, with a pod CIDR. Other
 // tests may add nodes of their own; only the bed's are checked.
 func TestNodes(t *testing.T) {
+	t.Parallel()
 	c := cluster.Get(t)
 	if len(c.Nodes) < 2 {
 		t.Fatalf("nodes %v, want at least 2", c.Nodes)
@@ -134,6 +166,7 @@ func nodeReady(n *corev1.Node) bool {
 
 // TestServiceAccountConfig checks that the limited config gets exactly its rules.
 func TestServiceAccountConfig(t *testing.T) {
+	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
