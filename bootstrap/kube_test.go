@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/flockd/flock/peer"
 )
@@ -178,4 +181,30 @@ func TestReplicasRetriesUntilPodExists(t *testing.T) {
 	}
 	cancel()
 	<-errc
+}
+
+func TestRolerKeepsItsRoleWhenTheLeaseIsUnreadable(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientset()
+	var down atomic.Bool
+	c.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	r := &Roler{Lease: &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}, Pod: "db-0", UID: "u0"}
+	set := peer.NewSet(member("db-0", 0))
+	down.Store(true)
+	if got, err := r.Role(ctx, set, fqdn("db-0")); err == nil {
+		t.Fatalf("Role() with the API down before any decision = %q, want an error", got)
+	}
+	down.Store(false)
+	if got, err := r.Role(ctx, set, fqdn("db-0")); err != nil || got != "form" {
+		t.Fatalf("Role() = %q, %v; want form", got, err)
+	}
+	down.Store(true)
+	if got, err := r.Role(ctx, peer.NewSet(member("db-0", 0), member("db-1", 1)), fqdn("db-0")); err != nil || got != "form" {
+		t.Fatalf("Role() with the API down after a decision = %q, %v; want the kept form", got, err)
+	}
 }

@@ -37,6 +37,11 @@
 // cases an operator decides: delete the Lease to let the first ordinal form
 // again. The role is advice for a member with an empty data directory; a
 // member that already has data should start from it whatever the role.
+//
+// The first role needs the Lease: while it cannot be read (API down, RBAC),
+// nothing is delivered and peer-finder retries. Once a role was decided, an
+// unreadable Lease keeps that role for later peer sets instead of holding
+// them back.
 package bootstrap
 
 import (

@@ -43,21 +43,23 @@ func (r *Roler) Input(ctx context.Context, set peer.Set, self string) (Input, er
 }
 
 // Role decides the role for set, claiming the Lease first when this member
-// is the one to form. An error (the Lease could not be read or written)
-// makes the engine retry with backoff; no role is guessed.
+// is the one to form. When the Lease cannot be read or written, the first
+// time is an error (the engine retries with backoff; no role is guessed);
+// after a role was decided once, that role is kept and the failure logged,
+// so an API outage does not hold back later peer sets.
 func (r *Roler) Role(ctx context.Context, set peer.Set, self string) (string, error) {
-	in, err := r.Input(ctx, set, self)
+	d, err := r.decide(ctx, set, self)
 	if err != nil {
-		return "", err
-	}
-	d := Decide(in)
-	if d.Claim {
-		rec, err := r.Lease.Claim(ctx, Record{Pod: r.Pod, UID: r.UID}, self)
-		if err != nil {
+		r.mu.Lock()
+		last := r.last
+		r.mu.Unlock()
+		if last.Role == "" {
 			return "", err
 		}
-		in.Record = rec
-		d = Decide(in)
+		if r.Logger != nil {
+			r.Logger.Warn("cannot read the cluster record; keeping the bootstrap role", "role", last.Role, "err", err)
+		}
+		return string(last.Role), nil
 	}
 	r.mu.Lock()
 	changed := d != r.last
@@ -67,4 +69,21 @@ func (r *Roler) Role(ctx context.Context, set peer.Set, self string) (string, er
 		r.Logger.Info("bootstrap role", "role", d.Role, "reason", d.Reason, "detail", d.Detail)
 	}
 	return string(d.Role), nil
+}
+
+func (r *Roler) decide(ctx context.Context, set peer.Set, self string) (Decision, error) {
+	in, err := r.Input(ctx, set, self)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decide(in)
+	if d.Claim {
+		rec, err := r.Lease.Claim(ctx, Record{Pod: r.Pod, UID: r.UID}, self)
+		if err != nil {
+			return Decision{}, err
+		}
+		in.Record = rec
+		d = Decide(in)
+	}
+	return d, nil
 }
