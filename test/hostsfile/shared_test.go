@@ -1,0 +1,231 @@
+package hostsfile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flockd/flock/internal/testing/cluster"
+)
+
+// reader parses a file continuously, as the pods sharing it do, and keeps
+// every distinct content it saw.
+type reader struct {
+	path, id string
+	stop     chan struct{}
+	done     chan struct{}
+
+	mu     sync.Mutex
+	reads  int
+	seen   map[string]int // content -> times read
+	errors []string
+}
+
+func startReader(path, id string) *reader {
+	r := &reader{path: path, id: id, stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}}
+	go func() {
+		defer close(r.done)
+		for {
+			select {
+			case <-r.stop:
+				return
+			default:
+			}
+			content, err := os.ReadFile(path)
+			r.mu.Lock()
+			r.reads++
+			if err != nil {
+				r.errors = append(r.errors, err.Error())
+			} else {
+				r.seen[string(content)]++
+			}
+			r.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return r
+}
+
+func (r *reader) finish() (reads int, seen map[string]int, errs []string) {
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads, r.seen, r.errors
+}
+
+// TestSharedFileOneWriter: several peer-finders, one per pod, keep one hosts
+// file shared by all of them (the octopus seed's NFS file) with
+// -hosts-lease. Only the Lease holder writes; a reader parsing the file all
+// the time never sees a partial block or foreign lines touched; when the
+// writer is killed (no Lease release), another takes over and writes the
+// newest set, including a change that happened while nobody led.
+func TestSharedFileOneWriter(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	for _, f := range []string{"serviceaccount.yaml", "pods.yaml", "hosts-lease.yaml"} {
+		load(t, "examples/rbac/"+f).apply(t, c, ns)
+	}
+	const lease = "hosts-writer" // the name examples/rbac/hosts-lease.yaml grants
+	statefulSet(t, c, ns, 3)
+	pods := podsBy(t, c.Client, ns, "app=web", 3)
+
+	shared := filepath.Join(t.TempDir(), "hosts")
+	const outside = "# shared by every pod of web\n127.0.0.1\tlocalhost\n"
+	if err := os.WriteFile(shared, []byte(outside), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd := startReader(shared, "web")
+	kube := kubeconfigFor(t, c, ns, "peer-finder")
+	procs := map[string]*proc{}
+	run := func(pod string) {
+		procs[pod] = start(t, pod, []string{
+			"-kubeconfig=" + kube, "-domain=cluster.local", "-hostname=" + pod, "-service=web",
+			"-source=pods", "-selector=app=web", "-hosts-file=" + shared, "-hosts-lease=" + lease, "-v",
+		}, []string{"POD_NAME=" + pod, "POD_NAMESPACE=" + ns})
+	}
+	for _, p := range pods {
+		run(p.Name)
+	}
+	ips := map[string][]string{} // every address each pod had
+	want := map[string]string{}
+	addPods := func(ps []corev1.Pod) {
+		clear(want)
+		for _, p := range ps {
+			want[p.Name] = p.Status.PodIP
+			if !slices.Contains(ips[p.Name], p.Status.PodIP) {
+				ips[p.Name] = append(ips[p.Name], p.Status.PodIP)
+			}
+		}
+	}
+	addPods(pods)
+	waitHosts(t, shared, "web", want)
+
+	first := holder(t, c, ns, lease, "")
+	checkOneWriter(t, procs, first, nil)
+
+	// A fourth member and candidate joins.
+	scale(t, c, ns, 4)
+	addPods(podsBy(t, c.Client, ns, "app=web", 4))
+	run("web-3")
+	waitHosts(t, shared, "web", want)
+	if h := holder(t, c, ns, lease, ""); h != first {
+		t.Fatalf("the Lease moved from %s to %s without cause", first, h)
+	}
+
+	// The writer dies without releasing the Lease; the set changes while
+	// nobody leads.
+	procs[first].kill()
+	scale(t, c, ns, 5)
+	addPods(podsBy(t, c.Client, ns, "app=web", 5))
+	second := holder(t, c, ns, lease, first)
+	waitHosts(t, shared, "web", want)
+	checkOneWriter(t, procs, second, []string{first})
+	if !strings.Contains(procs[second].stderr.String(), "leader: newest set applied on taking over") {
+		t.Errorf("%s took over without catching up with the newest set", second)
+	}
+
+	reads, seen, errs := rd.finish()
+	if len(errs) > 0 {
+		t.Errorf("reader errors: %v", errs)
+	}
+	if reads < 100 {
+		t.Errorf("the reader read only %d times", reads)
+	}
+	for content, n := range seen {
+		entries, rest, found, err := parseHosts([]byte(content), "web")
+		switch {
+		case err != nil:
+			t.Errorf("read %d times: %v", n, err)
+			continue
+		case !found && content != outside:
+			t.Errorf("read %d times: no block, and not the original file: %q", n, content)
+		case rest != outside:
+			t.Errorf("read %d times: lines outside the block changed to %q", n, rest)
+		}
+		for name, ip := range entries {
+			if !slices.Contains(ips[name], ip) {
+				t.Errorf("read %d times: %s -> %s, an address that pod never had (%v):\n%s", n, name, ip, ips[name], content)
+			}
+		}
+	}
+	t.Logf("reader: %d reads, %d distinct contents", reads, len(seen))
+}
+
+// holder waits until the Lease has a holder other than not and returns the
+// pod name in its identity ("<pod>_<uuid>").
+func holder(t *testing.T, c *cluster.Cluster, ns, name, not string) string {
+	t.Helper()
+	var pod string
+	eventually(t, "a Lease holder other than "+fmt.Sprintf("%q", not), func() (bool, string) {
+		l, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if l.Spec.HolderIdentity == nil {
+			return false, "no holder"
+		}
+		pod, _, _ = strings.Cut(*l.Spec.HolderIdentity, "_")
+		return pod != "" && pod != not, *l.Spec.HolderIdentity
+	})
+	return pod
+}
+
+// checkOneWriter checks from the processes' logs that only the holder (and
+// the earlier holders in was) ever led or wrote the file.
+func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []string) {
+	t.Helper()
+	for _, pod := range slices.Sorted(maps.Keys(procs)) {
+		log := procs[pod].stderr.String()
+		led := strings.Contains(log, "leader: started leading")
+		wrote := strings.Contains(log, "hosts file applied")
+		switch {
+		case pod == holder && !led:
+			t.Errorf("%s holds the Lease but never logged leading", pod)
+		case pod == holder && !wrote:
+			t.Errorf("%s holds the Lease but never wrote", pod)
+		case pod != holder && !slices.Contains(was, pod) && (led || wrote):
+			t.Errorf("%s does not hold the Lease but led (%v) or wrote (%v)", pod, led, wrote)
+		}
+	}
+}
+
+// statefulSet creates StatefulSet "web" (parallel) with replicas.
+func statefulSet(t *testing.T, c *cluster.Cluster, ns string, replicas int32) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, ServiceName: "web", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{ServiceAccountName: "peer-finder", Containers: []corev1.Container{{
+					Name: "app", Image: "registry.invalid/app",
+				}}},
+			},
+		},
+	}
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create statefulset: %v", err)
+	}
+}
+
+func scale(t *testing.T, c *cluster.Cluster, ns string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scale to %d: %v", replicas, err)
+	}
+}
