@@ -409,3 +409,24 @@ func podReady(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// TestPrivateRestartAPIServer checks that a private cluster survives an API
+// server restart with its data and keeps working.
+func TestPrivateRestartAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of its own")
+	}
+	t.Parallel()
+	c := cluster.Private(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	createHeadless(t, c.Client, ns, "web")
+	c.RestartAPIServer(t)
+	if _, err := c.Client.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatalf("service after restart: %v", err)
+	}
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, statefulSet("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitMembers(t, c, ns, "web", 2)
+}
