@@ -154,7 +154,7 @@ func run(rounds int, keep bool) error {
 			name string
 			argv []string
 		}{"upstream peer-finder", []string{"unshare", "--mount", "--uts", "--", "sh", "-c",
-			`hostname "$0" && mount --bind "$1" /etc/resolv.conf && shift 2 && exec "$@"`,
+			`hostname "$0" && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`,
 			self, resolv, upstream, "-service=" + service, "-ns=" + ns, "-domain=" + domain}})
 	} else {
 		fmt.Fprintln(os.Stderr, "FLOCK_UPSTREAM_PEER_FINDER not set: upstream peer-finder skipped")
