@@ -212,6 +212,12 @@ func upLocked(ctx context.Context, o Options) (*State, bool, error) {
 		old.stop(o.Log)
 	}
 	s, err := start(ctx, o)
+	if err != nil && strings.Contains(err.Error(), "address already in use") {
+		// A free port was taken between choosing and binding it, by another
+		// process of this shared machine; new ports will do.
+		o.Log.Warn("port taken during start, retrying with new ports", "err", err)
+		s, err = start(ctx, o)
+	}
 	if err != nil {
 		return nil, false, err
 	}
