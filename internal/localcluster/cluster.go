@@ -242,7 +242,8 @@ func SetEphemeral(dir string, on bool) error {
 }
 
 // StopIfUnused stops the cluster in dir if it is marked ephemeral and no
-// process holds it through Acquire. Whoever releases last stops it.
+// process holds it through Acquire. Callers of SetEphemeral(dir, true) call it
+// after their release, so the last of them to finish stops the cluster.
 func StopIfUnused(ctx context.Context, dir string, log *slog.Logger) (stopped bool, err error) {
 	if _, err := os.Stat(filepath.Join(dir, ephemeralFile)); err != nil {
 		return false, nil
@@ -409,8 +410,12 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	}
 	begin := time.Now()
 	fmt.Fprintf(o.Progress, "starting local cluster in %s\n", o.StateDir)
-	// A fresh start begins from scratch: no old data, keys or configs. Logs of
-	// the previous run are kept with a .prev suffix.
+	// A fresh start begins from scratch: no old data, keys, configs or
+	// ephemeral mark (the starter sets it again if it wants). Logs of the
+	// previous run are kept with a .prev suffix.
+	if err := SetEphemeral(o.StateDir, false); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{"etcd", "pki", "config"} {
 		if err := os.RemoveAll(filepath.Join(o.StateDir, d)); err != nil {
 			return nil, fmt.Errorf("clean state dir: %w", err)
