@@ -1,0 +1,63 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var target = Target{Resource: "endpointslices.discovery.k8s.io", Namespace: "db", Verbs: []string{"list", "watch"}}
+
+func forbidden() error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "",
+		errors.New(`User "system:serviceaccount:db:zk" cannot watch resource "endpointslices" in API group "discovery.k8s.io" in the namespace "db"`))
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err                          error
+		class, verb, resource, sa, u string
+	}{
+		{forbidden(), "forbidden", "watch", "endpointslices.discovery.k8s.io", "db/zk", "system:serviceaccount:db:zk"},
+		{apierrors.NewUnauthorized("bad token"), "unauthorized", "list", target.Resource, "", ""},
+		{errors.New("connection refused"), "error", "list", target.Resource, "", ""},
+	}
+	for _, tt := range tests {
+		p := Classify(tt.err, "list", target)
+		if p.Class != tt.class || p.Verb != tt.verb || p.Resource != tt.resource || p.ServiceAccount() != tt.sa || p.User != tt.u {
+			t.Errorf("Classify(%v) = %+v", tt.err, p)
+		}
+	}
+	if h := target.Hint(Classify(forbidden(), "list", target)); !strings.Contains(h, "--verb=list,watch") || !strings.Contains(h, "--serviceaccount=db:zk") {
+		t.Errorf("hint %q", h)
+	}
+}
+
+func TestReporterLogsOncePerState(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter(target, slog.New(slog.NewTextHandler(&buf, nil)))
+	ctx := context.Background()
+	for range 5 {
+		r.Failed(ctx, "list", forbidden())
+	}
+	r.Failed(ctx, "list", errors.New("connection refused")) // a new state
+	r.Failed(ctx, "list", errors.New("connection refused"))
+	r.Succeeded()
+	r.Succeeded()
+	r.Failed(context.Background(), "watch", context.Canceled) // shutdown: silent
+	got := buf.String()
+	for want, n := range map[string]int{"level=ERROR": 1, "level=WARN": 1, "succeed again": 1} {
+		if c := strings.Count(got, want); c != n {
+			t.Errorf("%d lines with %q, want %d:\n%s", c, want, n, got)
+		}
+	}
+	if r.Err() != nil {
+		t.Errorf("Err after recovery = %v", r.Err())
+	}
+}
