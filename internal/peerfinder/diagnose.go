@@ -40,7 +40,7 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 		fmt.Fprintf(w, "dns:       %s\n", strings.Join(cfg.DNSServers, ", "))
 	}
 
-	diagnoseAPI(ctx, cfg, w, &f)
+	diagnoseAPI(ctx, cfg, p.kube, w, &f)
 
 	views := make([]membership.View, 0, len(p.sources))
 	for _, s := range p.sources {
@@ -105,10 +105,10 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 // diagnoseAPI builds the client when any part needs it (or -kubeconfig or
 // -master asks for it), checks every permission cfg needs with
 // SelfSubjectAccessReviews, and reads the governing Service.
-func diagnoseAPI(ctx context.Context, cfg *config.Config, w io.Writer, f *facts) {
+func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.Writer, f *facts) {
 	needed := requiredAccess(cfg)
 	wanted := len(needed) > 0 || cfg.Kube.Kubeconfig != "" || cfg.Kube.Master != ""
-	client, err := newKubeClient(cfg).Get()
+	client, err := kc.Get()
 	if err != nil {
 		if wanted {
 			f.apiErr = err

@@ -19,16 +19,11 @@ type kubeClient struct {
 	err  error
 }
 
-// kubeClients holds one kubeClient per parsed command line, so every part
-// built from the same Config shares one client (and its connections).
-var kubeClients sync.Map // *config.Config -> *kubeClient
-
-// newKubeClient returns the lazily built client for cfg's -kubeconfig and
-// -master (in-cluster config when both are empty), the same one for every
-// call with the same cfg.
+// newKubeClient returns a lazily built client for cfg's -kubeconfig and
+// -master (in-cluster config when both are empty). build makes one and
+// hands it to every part of the pipeline.
 func newKubeClient(cfg *config.Config) *kubeClient {
-	kc, _ := kubeClients.LoadOrStore(cfg, &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}})
-	return kc.(*kubeClient)
+	return &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}}
 }
 
 // Get returns the client, or the error building it.

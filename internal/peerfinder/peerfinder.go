@@ -96,21 +96,23 @@ type pipeline struct {
 	sinks    []engine.NamedSink
 	opts     membership.Options
 	boot     *bootstrapParts
+	kube     *kubeClient // shared by every part that talks to the API
 }
 
 func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	sources, err := buildSources(cfg, log, reg)
+	kc := newKubeClient(cfg)
+	sources, err := buildSources(cfg, log, reg, kc)
 	if err != nil {
 		return nil, err
 	}
-	sinks, err := buildSinks(cfg, log, reg)
+	sinks, err := buildSinks(cfg, log, reg, kc)
 	if err != nil {
 		return nil, err
 	}
-	boot, err := buildBootstrap(cfg, log, newKubeClient(cfg))
+	boot, err := buildBootstrap(cfg, log, kc)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 		Logger:           log,
 		Metrics:          engine.NewMetrics(reg),
 	})
-	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks}, nil
+	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks, kube: kc}, nil
 }
 
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
-	"github.com/flockd/flock/internal/kube"
 	execsink "github.com/flockd/flock/sink/exec"
 	"github.com/flockd/flock/sink/hook"
 	"github.com/flockd/flock/sink/hostsfile"
@@ -18,7 +17,7 @@ import (
 
 // buildSinks creates the sinks in delivery order: files first, then hooks,
 // then the exec'd main process, so each sees what the ones before it wrote.
-func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer) ([]engine.NamedSink, error) {
+func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, error) {
 	var sinks []engine.NamedSink
 	s := cfg.Sinks
 	if s.HostsFile != "" {
@@ -32,7 +31,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer) (
 		}
 		var sk engine.NamedSink = engine.NamedSink{Name: "hosts-file", Sink: hf}
 		if s.HostsLease != "" {
-			client, err := kube.NewClient(kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master})
+			client, err := kc.Get()
 			if err != nil {
 				return nil, err
 			}

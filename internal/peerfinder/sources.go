@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
@@ -23,14 +22,10 @@ var routeKlog sync.Once
 // buildSources creates the sources the command line asks for, in the order
 // of -source. The engine publishes the union by FQDN of their latest
 // snapshots once every one of them has reported.
-func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) ([]engine.NamedSource, error) {
+func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) ([]engine.NamedSource, error) {
 	if cfg.Kube.UsesAPI() || cfg.Bootstrap.NeedsAPI() {
 		routeKlog.Do(func() { kube.RouteKlog(log) })
 	}
-	// One client for every API source, built only when one is asked for.
-	apiClient := sync.OnceValues(func() (kubernetes.Interface, error) {
-		return kube.NewClient(kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master})
-	})
 	var out []engine.NamedSource
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)
@@ -48,7 +43,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		case config.SourceEndpointSlice:
-			client, err := apiClient()
+			client, err := kc.Get()
 			if err != nil {
 				return nil, err
 			}
@@ -65,7 +60,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		case config.SourcePods:
-			client, err := apiClient()
+			client, err := kc.Get()
 			if err != nil {
 				return nil, err
 			}
