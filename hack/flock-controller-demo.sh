@@ -40,6 +40,10 @@ kubectl -n "$ns" scale flock sample --replicas=4
 kubectl -n "$ns" wait --for=jsonpath='{.status.readyReplicas}'=4 flock/sample --timeout=120s
 show
 
+step "peer-finder (dns source, CoreDNS SRV records) as member sample-0 sees the members"
+"${BIN:-bin}/peer-finder" -service=sample -ns="$ns" -domain="$FLOCK_CLUSTER_DOMAIN" -dns-server="$FLOCK_DNS" \
+  -hostname=sample-0 -min-peers=4 -bootstrap-timeout=60s -on-start=/bin/cat 2>&1 | grep -E 'hook output|peers delivered' 
+
 step "scale to 2: members 2 and 3 go, their volumes and claims stay"
 kubectl -n "$ns" scale flock sample --replicas=2
 kubectl -n "$ns" wait --for=jsonpath='{.status.replicas}'=2 flock/sample --timeout=120s
