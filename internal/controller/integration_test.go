@@ -21,8 +21,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -42,6 +45,7 @@ import (
 
 const (
 	crdPath  = "../../config/crd/bases/flockd.io_flocks.yaml"
+	rolePath = "../../config/rbac/role.yaml"
 	poolKey  = "test.flockd.io/flock-pool"
 	deadline = 90 * time.Second // bounds a hang; not a performance assertion
 )
@@ -56,6 +60,7 @@ type env struct {
 	ns    string
 	pool  string
 	nodes []string
+	cfg   *rest.Config // the controller's: least privilege
 }
 
 func newEnv(t *testing.T, nodes int) *env {
@@ -153,10 +158,58 @@ func (e *env) addNode(name, zone, podCIDR string) {
 	})
 }
 
-// startManager runs the controller's manager in-process until the returned
-// stop function (also run at cleanup) is called.
+// controllerConfig returns a rest.Config of a fresh ServiceAccount bound to
+// the generated ClusterRole (config/rbac/role.yaml, under a unique name), so
+// the tests prove the RBAC markers grant all the controller needs.
+func (e *env) controllerConfig() *rest.Config {
+	raw, err := os.ReadFile(rolePath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(raw, &role); err != nil {
+		e.t.Fatalf("parse %s: %v", rolePath, err)
+	}
+	ctx := context.Background()
+	name := "flock-controller-test-" + e.pool
+	role.ObjectMeta = metav1.ObjectMeta{Name: name}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "flock-controller", Namespace: e.ns}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: e.ns}},
+	}
+	for _, o := range []client.Object{&role, binding, sa} {
+		if err := e.cl.Create(ctx, o); err != nil {
+			e.t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	e.t.Cleanup(func() {
+		for _, o := range []client.Object{&role, binding} {
+			if err := e.cl.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+				e.t.Errorf("delete %T %s: %v", o, o.GetName(), err)
+			}
+		}
+	})
+	tok, err := e.c.Client.CoreV1().ServiceAccounts(e.ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("token for %s: %v", sa.Name, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.c.Config)
+	cfg.BearerToken = tok.Status.Token
+	return cfg
+}
+
+// startManager runs the controller's manager in-process, as a
+// ServiceAccount with exactly the generated RBAC, until the returned stop
+// function (also run at cleanup) is called.
 func (e *env) startManager() (stop func()) {
-	mgr, err := controller.NewManager(e.c.Config, controller.ManagerOptions{
+	if e.cfg == nil {
+		e.cfg = e.controllerConfig()
+	}
+	mgr, err := controller.NewManager(e.cfg, controller.ManagerOptions{
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true,
 		Namespace: e.ns, // other test processes may run their own managers
 		Logger:    logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -356,6 +409,7 @@ func TestNodePinnedLifecycle(t *testing.T) {
 
 	t.Run("cordoned node: member waits, never moves", func(t *testing.T) {
 		e.setUnschedulable(nodes[1], true)
+		t.Cleanup(func() { e.setUnschedulable(nodes[1], false) }) // also when failing midway
 		old := e.deletePod("db-1")
 		e.c.WaitFor(t, "db-1 waiting with Degraded condition", deadline, func(context.Context) (bool, error) {
 			f := e.get("db")
