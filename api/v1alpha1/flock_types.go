@@ -62,6 +62,7 @@ const (
 )
 
 // FlockSpec is the desired state of a Flock.
+// +kubebuilder:validation:XValidation:rule="(has(self.serviceName) ? self.serviceName : '') == (has(oldSelf.serviceName) ? oldSelf.serviceName : '')",message="serviceName is immutable"
 type FlockSpec struct {
 	// Replicas is the number of members. Members are named <flock>-0 ..
 	// <flock>-(replicas-1); scaling down removes the highest ordinals and
@@ -80,7 +81,6 @@ type FlockSpec struct {
 	// Defaults to the Flock's name. Immutable.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serviceName is immutable"
 	// +optional
 	ServiceName string `json:"serviceName,omitempty"`
 
@@ -145,7 +145,7 @@ type LocalStorage struct {
 	// enforce it on host directories.
 	// +kubebuilder:default="1Gi"
 	// +optional
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// Volumes are the names of the volumes each member gets; containers
 	// mount them by these names.

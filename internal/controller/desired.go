@@ -50,7 +50,7 @@ func Desired(in DesiredInput) ([]client.Object, error) {
 	case flockv1.ModeNodePinned:
 		local := localStorage(f)
 		for _, vol := range local.Volumes {
-			claims = append(claims, localClaimTemplate(f, vol, local.Size))
+			claims = append(claims, localClaimTemplate(f, vol, *local.Size))
 		}
 		for _, o := range sortedKeys(in.Assign) {
 			if o >= replicas(f) {
@@ -183,8 +183,8 @@ func localStorage(f *flockv1.Flock) flockv1.LocalStorage {
 	if l.Path == "" {
 		l.Path = "/var/lib/flock"
 	}
-	if l.Size.IsZero() {
-		l.Size = resource.MustParse("1Gi")
+	if l.Size == nil || l.Size.IsZero() {
+		l.Size = ptr.To(resource.MustParse("1Gi"))
 	}
 	if len(l.Volumes) == 0 {
 		l.Volumes = []string{"data"}
@@ -239,7 +239,7 @@ func localVolume(f *flockv1.Flock, l flockv1.LocalStorage, volume string, ordina
 			Annotations: map[string]string{nodeAnnotation: node},
 		},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: l.Size},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *l.Size},
 			PersistentVolumeSource:        src,
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,

@@ -52,7 +52,7 @@ func TestDesiredGolden(t *testing.T) {
 	}{
 		{name: "node-pinned", in: DesiredInput{
 			Flock: testFlock(func(f *flockv1.Flock) {
-				f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/mnt/disks", Size: resource.MustParse("5Gi"), Volumes: []string{"data", "logs"}, Source: flockv1.LocalVolumeLocal}
+				f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/mnt/disks", Size: ptr.To(resource.MustParse("5Gi")), Volumes: []string{"data", "logs"}, Source: flockv1.LocalVolumeLocal}
 			}),
 			Mode:      flockv1.ModeNodePinned,
 			Assign:    map[int32]string{0: "n1", 1: "n3", 2: "n2", 3: "n4"}, // 3 is inactive: no volume

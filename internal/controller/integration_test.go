@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -695,4 +697,58 @@ func TestReassign(t *testing.T) {
 		}
 		return slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool { return ev.Reason == "MemberMoved" }), nil
 	})
+}
+
+// TestAPIValidation checks the CRD's schema and rules on the real API server.
+func TestAPIValidation(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	f := e.flock("v", flockv1.ModeAuto, 1)
+	f.Spec.Storage.Local = &flockv1.LocalStorage{}
+	if err := e.cl.Create(ctx, f); err != nil {
+		t.Fatalf("create valid flock: %v", err)
+	}
+	got := e.get("v")
+	if l := got.Spec.Storage.Local; l == nil || l.Path != "/var/lib/flock" || l.Size == nil || l.Size.String() != "1Gi" || !slices.Equal(l.Volumes, []string{"data"}) || l.Source != flockv1.LocalVolumeHostPath {
+		t.Errorf("storage.local defaults = %+v", l)
+	}
+	if got.Spec.Mode != flockv1.ModeAuto || got.Spec.Template.Spec.Containers[0].Name != "app" {
+		t.Errorf("stored spec %+v", got.Spec)
+	}
+	invalid := []struct {
+		name string
+		mod  func(*flockv1.Flock)
+	}{
+		{"negative replicas", func(f *flockv1.Flock) { f.Spec.Replicas = ptr.To[int32](-1) }},
+		{"unknown mode", func(f *flockv1.Flock) { f.Spec.Mode = "Magic" }},
+		{"relative host path", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "data"} }},
+		{"bad volume name", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Volumes: []string{"Data_1"}} }},
+		{"name too long for member pods", func(f *flockv1.Flock) { f.Name = strings.Repeat("a", 53) }},
+	}
+	for _, tt := range invalid {
+		f := e.flock("bad", flockv1.ModeNodePinned, 1)
+		tt.mod(f)
+		if err := e.cl.Create(ctx, f); !apierrors.IsInvalid(err) {
+			t.Errorf("%s: create error = %v, want Invalid", tt.name, err)
+		}
+	}
+	immutable := map[string]string{
+		"mode":          `{"spec":{"mode":"NetworkStorage"}}`,
+		"serviceName":   `{"spec":{"serviceName":"other"}}`,
+		"storage.local": `{"spec":{"storage":{"local":{"path":"/elsewhere"}}}}`,
+	}
+	for field, patch := range immutable {
+		err := e.cl.Patch(ctx, got.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("changing %s: error = %v, want Invalid (immutable)", field, err)
+		}
+	}
+	// The scale subresource is what kubectl scale uses.
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
+	if err := e.cl.SubResource("scale").Update(ctx, got, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("update scale subresource: %v", err)
+	}
+	if r := *e.get("v").Spec.Replicas; r != 3 {
+		t.Errorf("replicas after scale = %d, want 3", r)
+	}
 }
