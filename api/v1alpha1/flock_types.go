@@ -62,7 +62,7 @@ const (
 )
 
 // FlockSpec is the desired state of a Flock.
-// +kubebuilder:validation:XValidation:rule="(has(self.serviceName) ? self.serviceName : ”) == (has(oldSelf.serviceName) ? oldSelf.serviceName : ”)",message="serviceName is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.serviceName) == has(oldSelf.serviceName) && (!has(self.serviceName) || self.serviceName == oldSelf.serviceName)",message="serviceName is immutable"
 type FlockSpec struct {
 	// Replicas is the number of members. Members are named <flock>-0 ..
 	// <flock>-(replicas-1); scaling down removes the highest ordinals and
