@@ -18,8 +18,10 @@ step "install the Flock CRD"
 kubectl apply --server-side -f config/crd/bases/flockd.io_flocks.yaml
 kubectl wait --for condition=Established crd/flocks.flockd.io --timeout=60s
 
-step "start flock-controller"
-"$bin" -kubeconfig="$KUBECONFIG" -leader-elect=false -metrics-bind-address=0 -health-probe-bind-address=0 \
+kubectl create ns "$ns" >/dev/null
+
+step "start flock-controller (scoped to the demo namespace; tests may run their own)"
+"$bin" -kubeconfig="$KUBECONFIG" -namespace="$ns" -leader-elect=false -metrics-bind-address=0 -health-probe-bind-address=0 \
   -log-level=warn 2>"${TMPDIR:-/tmp}/flock-controller-demo.log" &
 ctrl_pid=$!
 cleanup() {
@@ -28,7 +30,6 @@ cleanup() {
   kubectl delete pv -l "flockd.io/namespace=$ns" --wait=false >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-kubectl create ns "$ns" >/dev/null
 
 step "create a NodePinned Flock of 3 (config/samples)"
 kubectl -n "$ns" apply -f config/samples/flock_v1alpha1_flock.yaml
