@@ -11,7 +11,7 @@ help: ## Show this help.
 build: ## Build peer-finder (and other binaries) into ./bin.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: cluster-build ## Run all tests (unit and integration, race detector on) against the local cluster.
+test: cluster-build verify ## Run all tests (unit and integration, race detector on) against the local cluster.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@# Reuses a running cluster; one started here is stopped when the tests end.
@@ -64,7 +64,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the Flock CRD and the controller's RBAC
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=flock-controller paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
-verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) are stale.
+verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) or go.mod/go.sum are stale.
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- api config/crd config/rbac)" || { echo "untracked generated files:"; git ls-files --others --exclude-standard -- api config/crd config/rbac; exit 1; }
 
