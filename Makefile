@@ -74,11 +74,11 @@ KUBECONFIG ?= $(HOME)/.kube/config
 controller: ## Run flock-controller against $$KUBECONFIG (install the CRD first: kubectl apply --server-side -k config/crd).
 	$(GO) run ./cmd/flock-controller -kubeconfig=$(KUBECONFIG) -leader-elect=false -metrics-bind-address=0 -health-probe-bind-address=0
 
-flock-demo: cluster-build ## Flock demo: flock-controller creates a NodePinned Flock on the local cluster, scales it 3 -> 4 -> 2; peer-finder sees the members.
+controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePinned Flock on the local cluster, scales it 3 -> 4 -> 2; peer-finder sees the members.
 	@$(GO) build -o $(BIN)/ ./cmd/flock-controller ./cmd/peer-finder
 	@$(FLOCK_CLUSTER) exec -- env BIN=$(BIN) hack/flock-controller-demo.sh
 
-.PHONY: generate manifests verify controller flock-demo
+.PHONY: generate manifests verify controller controller-demo
 
 .PHONY: help build test bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

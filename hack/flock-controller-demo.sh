@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A Flock created, scaled and deleted on the local cluster by flock-controller.
-# Run through "make flock-demo" (which provides KUBECONFIG via flock-cluster exec).
+# Run through "make controller-demo" (which provides KUBECONFIG via flock-cluster exec).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${KUBECONFIG:?run me through make flock-demo}"
+: "${KUBECONFIG:?run me through make controller-demo}"
 ns="flock-demo-$RANDOM"
 bin="${BIN:-bin}/flock-controller"
 
