@@ -14,11 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/sink"
 	"github.com/flockd/flock/sink/hook"
@@ -50,23 +50,12 @@ func zkDelivery() sink.Delivery {
 }
 
 // lockedBuffer is an io.Writer safe for concurrent use by slog handlers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type lockedBuffer struct{ syncbuf.Buffer }
 
 func (b *lockedBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var recs []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
 		if line == "" {
 			continue
 		}

@@ -7,7 +7,6 @@
 package bootstrap
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/flockd/flock/internal/config"
 	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/syncbuf"
 )
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
@@ -122,27 +121,9 @@ func (p pf) argv(extra ...string) []string {
 	return slices.Concat(base, p.args, extra)
 }
 
-// syncBuffer is a goroutine-safe buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // main runs peer-finder to completion and returns its exit status and output.
 func (p pf) main(ctx context.Context, extra ...string) (int, string, string) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := peerfinder.Main(ctx, p.argv(extra...), p.env(), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }

@@ -5,7 +5,6 @@
 package kubesources
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/source"
 	dnssource "github.com/flockd/flock/source/dns"
@@ -218,22 +218,11 @@ func (s sources) all() []*watcher {
 }
 
 // logBuffer is a goroutine-safe log sink for tests that read the log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 func (l *logBuffer) lines(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(l.String()) {
 		if strings.Contains(line, substr) {
 			out = append(out, line)
 		}
