@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // These tests run the real peer-finder binary against a real DNS server on
@@ -21,18 +22,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "peer-finder-test")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "peer-finder")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build peer-finder: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	path, cleanup := pfbinary.Build()
+	binary = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -34,6 +34,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	hf "github.com/flockd/flock/sink/hostsfile"
 )
@@ -43,18 +44,10 @@ const wait = 90 * time.Second // bounds a hang; not a performance assertion
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "flock-hostsfile-test")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "peer-finder")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, "github.com/flockd/flock/cmd/peer-finder").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build peer-finder: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	path, cleanup := pfbinary.Build()
+	binary = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
