@@ -15,6 +15,7 @@ import (
 	flockbootstrap "github.com/flockd/flock/bootstrap"
 	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/fixture"
 )
 
 // TestExpectAutoWaitsForReplicasAndFollowsScale starts peer-finder before
@@ -25,8 +26,8 @@ import (
 func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	service(t, c.Client, ns, true)
-	statefulSet(t, c.Client, ns, 3, appsv1.OrderedReadyPodManagement, map[string]string{"test.flockd.io/ready-delay": "1s"})
+	fixture.HeadlessService(t, c.Client, ns, true)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{PodManagementPolicy: appsv1.OrderedReadyPodManagement, PodAnnotations: map[string]string{"test.flockd.io/ready-delay": "1s"}})
 
 	h := newHook(t)
 	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
@@ -52,14 +53,14 @@ func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 	if len(ds[0].peers) != 3 {
 		t.Fatalf("first delivery has %v, want all 3 replicas", ds[0].peers)
 	}
-	scale(t, c.Client, ns, 5)
+	fixture.Scale(t, c.Client, ns, 5)
 	ds = h.waitDelivery(t, names("web", 5)...)
 	for _, d := range ds {
 		if len(d.peers) == 4 {
 			t.Errorf("delivered %v while spec.replicas was 5", d.peers)
 		}
 	}
-	scale(t, c.Client, ns, 2)
+	fixture.Scale(t, c.Client, ns, 2)
 	ds = h.waitDelivery(t, names("web", 2)...)
 	for _, d := range ds {
 		t.Logf("generation %d: %v", d.gen, d.peers)
@@ -73,9 +74,9 @@ func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 func TestBootstrapTimeoutExitsThree(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	service(t, c.Client, ns, true)
-	statefulSet(t, c.Client, ns, 3, appsv1.OrderedReadyPodManagement, map[string]string{"test.flockd.io/ready": "false"})
-	runningPod(t, c.Client, ns, "web-0", "")
+	fixture.HeadlessService(t, c.Client, ns, true)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{PodManagementPolicy: appsv1.OrderedReadyPodManagement, PodAnnotations: map[string]string{"test.flockd.io/ready": "false"}})
+	fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
 
 	h := newHook(t)
 	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
@@ -105,10 +106,10 @@ func TestBootstrapTimeoutExitsThree(t *testing.T) {
 func TestPodZeroThatLostItsDataJoins(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	service(t, c.Client, ns, true)
-	statefulSet(t, c.Client, ns, 2, appsv1.ParallelPodManagement, nil)
-	first := runningPod(t, c.Client, ns, "web-0", "")
-	runningPod(t, c.Client, ns, "web-1", "")
+	fixture.HeadlessService(t, c.Client, ns, true)
+	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{})
+	first := fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
+	fixture.WaitRunningPod(t, c.Client, ns, "web-1", "")
 
 	initRun := func(pod string, lease bool) (string, string) {
 		t.Helper()
@@ -151,7 +152,7 @@ func TestPodZeroThatLostItsDataJoins(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(t.Context(), "web-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	again := runningPod(t, c.Client, ns, "web-0", string(first.UID))
+	again := fixture.WaitRunningPod(t, c.Client, ns, "web-0", string(first.UID))
 	if role, log := initRun("web-0", true); role != "join" {
 		t.Fatalf("re-created pod-0 (uid %s): role %q, want join:\n%s", again.UID, role, log)
 	}

@@ -4,10 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-
 	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/fixture"
 )
 
 // TestDiagnoseExplainsWhatHoldsDelivery covers the classic "Have not found
@@ -16,9 +15,9 @@ import (
 func TestDiagnoseExplainsWhatHoldsDelivery(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	service(t, c.Client, ns, false) // no publishNotReadyAddresses
-	statefulSet(t, c.Client, ns, 1, appsv1.ParallelPodManagement, map[string]string{"test.flockd.io/ready": "false"})
-	runningPod(t, c.Client, ns, "web-0", "")
+	fixture.HeadlessService(t, c.Client, ns, false) // no publishNotReadyAddresses
+	fixture.StatefulSet(t, c.Client, ns, 1, fixture.StatefulSetOptions{PodAnnotations: map[string]string{"test.flockd.io/ready": "false"}})
+	fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
 
 	tests := []struct {
 		name string

@@ -17,11 +17,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/flockd/flock/internal/config"
 	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/cluster"
@@ -29,73 +24,6 @@ import (
 )
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
-
-// service creates the headless service "web" selecting app=web.
-func service(t *testing.T, c kubernetes.Interface, ns string, publishNotReady bool) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 map[string]string{"app": "web"},
-			PublishNotReadyAddresses: publishNotReady,
-			Ports:                    []corev1.ServicePort{{Name: "peer", Port: 2888}},
-		},
-	}
-	if _, err := c.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create service: %v", err)
-	}
-}
-
-// statefulSet creates StatefulSet "web" governed by service "web".
-func statefulSet(t *testing.T, c kubernetes.Interface, ns string, replicas int32, policy appsv1.PodManagementPolicyType, annotations map[string]string) {
-	t.Helper()
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            &replicas,
-			ServiceName:         "web",
-			PodManagementPolicy: policy,
-			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: annotations},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "app", Image: "registry.invalid/app",
-					Ports: []corev1.ContainerPort{{Name: "peer", ContainerPort: 2888}},
-				}}},
-			},
-		},
-	}
-	if _, err := c.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create statefulset: %v", err)
-	}
-}
-
-func scale(t *testing.T, c kubernetes.Interface, ns string, replicas int32) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-	if _, err := c.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("scale to %d: %v", replicas, err)
-	}
-}
-
-// runningPod waits until pod name runs with an IP and, when notUID is set,
-// has another UID than that. It returns the pod.
-func runningPod(t *testing.T, c kubernetes.Interface, ns, name, notUID string) *corev1.Pod {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		p, err := c.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" &&
-			p.DeletionTimestamp == nil && string(p.UID) != notUID {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s/%s not running (uid other than %q) after %s: %v", ns, name, notUID, wait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // pf is one peer-finder run: the pod it plays and the flags it gets on top
 // of the service, namespace, domain and DNS server.

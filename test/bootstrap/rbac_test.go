@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/fixture"
 )
 
 const examples = "../../examples/rbac"
@@ -170,10 +170,10 @@ func TestRBACExamples(t *testing.T) {
 		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
 			t.Parallel()
 			ns := c.Namespace(t)
-			service(t, c.Client, ns, true)
-			statefulSet(t, c.Client, ns, 2, appsv1.ParallelPodManagement, nil)
-			web0 := runningPod(t, c.Client, ns, "web-0", "")
-			runningPod(t, c.Client, ns, "web-1", "")
+			fixture.HeadlessService(t, c.Client, ns, true)
+			fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{})
+			web0 := fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
+			fixture.WaitRunningPod(t, c.Client, ns, "web-1", "")
 			applyExample(t, c, ns, "serviceaccount.yaml")
 			role := applyExample(t, c, ns, tc.file)
 			p := pf{c: c, ns: ns, pod: "web-0", args: append([]string{"-kubeconfig=" + serviceAccountKubeconfig(t, c, ns)}, tc.args...)}

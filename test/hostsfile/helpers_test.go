@@ -152,21 +152,6 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
-// runningPod waits until pod name runs with an IP and returns it.
-func runningPod(t *testing.T, c kubernetes.Interface, ns, name string) *corev1.Pod {
-	t.Helper()
-	var pod *corev1.Pod
-	eventually(t, "pod "+name+" running", func() (bool, string) {
-		p, err := c.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil, string(p.Status.Phase)
-	})
-	return pod
-}
-
 // podsBy waits until exactly n running pods with IPs match selector and
 // returns them sorted by name.
 func podsBy(t *testing.T, c kubernetes.Interface, ns, selector string, n int) []corev1.Pod {

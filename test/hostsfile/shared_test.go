@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/fixture"
 )
 
 // reader parses a file continuously, as the pods sharing it do, and keeps
@@ -78,7 +78,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 		load(t, "examples/rbac/"+f).apply(t, c, ns)
 	}
 	const lease = "hosts-writer" // the name examples/rbac/hosts-lease.yaml grants
-	statefulSet(t, c, ns, 3)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{ServiceAccountName: "peer-finder"})
 	pods := podsBy(t, c.Client, ns, "app=web", 3)
 
 	shared := filepath.Join(t.TempDir(), "hosts")
@@ -116,7 +116,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	checkOneWriter(t, procs, first, nil)
 
 	// A fourth member and candidate joins.
-	scale(t, c, ns, 4)
+	fixture.Scale(t, c.Client, ns, 4)
 	addPods(podsBy(t, c.Client, ns, "app=web", 4))
 	run("web-3")
 	waitHosts(t, shared, "web", want)
@@ -127,7 +127,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	// The writer dies without releasing the Lease; the set changes while
 	// nobody leads.
 	procs[first].kill()
-	scale(t, c, ns, 5)
+	fixture.Scale(t, c.Client, ns, 5)
 	addPods(podsBy(t, c.Client, ns, "app=web", 5))
 	second := holder(t, c, ns, lease, first)
 	waitHosts(t, shared, "web", want)
@@ -198,34 +198,5 @@ func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []s
 		case pod != holder && !slices.Contains(was, pod) && (led || wrote):
 			t.Errorf("%s does not hold the Lease but led (%v) or wrote (%v)", pod, led, wrote)
 		}
-	}
-}
-
-// statefulSet creates StatefulSet "web" (parallel) with replicas.
-func statefulSet(t *testing.T, c *cluster.Cluster, ns string, replicas int32) {
-	t.Helper()
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &replicas, ServiceName: "web", PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-				Spec: corev1.PodSpec{ServiceAccountName: "peer-finder", Containers: []corev1.Container{{
-					Name: "app", Image: "registry.invalid/app",
-				}}},
-			},
-		},
-	}
-	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create statefulset: %v", err)
-	}
-}
-
-func scale(t *testing.T, c *cluster.Cluster, ns string, replicas int32) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-	if _, err := c.Client.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("scale to %d: %v", replicas, err)
 	}
 }

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/testing/cluster"
@@ -124,56 +121,6 @@ func upto(n int) []int {
 		out[i] = i
 	}
 	return out
-}
-
-// headless creates a headless service "web" selecting app=web.
-func headless(t *testing.T, c kubernetes.Interface, ns string, publishNotReady bool) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 map[string]string{"app": "web"},
-			PublishNotReadyAddresses: publishNotReady,
-			Ports:                    []corev1.ServicePort{{Name: "peer", Port: 2888}},
-		},
-	}
-	if _, err := c.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create service: %v", err)
-	}
-}
-
-// statefulSet creates StatefulSet "web" (parallel pod management) with
-// replicas and pod annotations.
-func statefulSet(t *testing.T, c kubernetes.Interface, ns string, replicas int32, annotations map[string]string) {
-	t.Helper()
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            &replicas,
-			ServiceName:         "web",
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: annotations},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "app", Image: "registry.invalid/app",
-					Ports: []corev1.ContainerPort{{Name: "peer", ContainerPort: 2888}},
-				}}},
-			},
-		},
-	}
-	if _, err := c.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create statefulset: %v", err)
-	}
-}
-
-func scale(t *testing.T, c kubernetes.Interface, ns string, replicas int32) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-	if _, err := c.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("scale to %d: %v", replicas, err)
-	}
 }
 
 type sources struct {

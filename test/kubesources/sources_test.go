@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/source/endpointslice"
 )
 
@@ -21,11 +22,11 @@ import (
 func TestScaleStatefulSet(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, false)
-	statefulSet(t, c.Client, ns, 3, nil)
+	fixture.HeadlessService(t, c.Client, ns, false)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
 	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
 	for _, n := range []int{3, 5, 2} {
-		scale(t, c.Client, ns, int32(n))
+		fixture.Scale(t, c.Client, ns, int32(n))
 		for _, w := range s.all() {
 			ps := w.waitNames(t, ordinals("web", upto(n)...)...)
 			if w == s.dns {
@@ -51,8 +52,8 @@ func TestScaleStatefulSet(t *testing.T) {
 func TestNotReady(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, false)
-	statefulSet(t, c.Client, ns, 3, nil)
+	fixture.HeadlessService(t, c.Client, ns, false)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
 	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
 	for _, w := range s.all() {
 		w.waitNames(t, "web-0", "web-1", "web-2")
@@ -79,12 +80,12 @@ func TestNotReady(t *testing.T) {
 func TestTerminatingLeavesWithPublishNotReady(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, true)
-	statefulSet(t, c.Client, ns, 2, map[string]string{cluster.AnnotationTerminateAfter: "20s"})
+	fixture.HeadlessService(t, c.Client, ns, true)
+	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{PodAnnotations: map[string]string{cluster.AnnotationTerminateAfter: "20s"}})
 	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
 	s.endpointsliceNotReady.waitNames(t, "web-0", "web-1")
 	s.endpointslice.waitNames(t, "web-0", "web-1")
-	scale(t, c.Client, ns, 1)
+	fixture.Scale(t, c.Client, ns, 1)
 	// Removed while the pod still terminates (20s) and its endpoint is listed.
 	s.endpointslice.waitNames(t, "web-0")
 	s.endpointsliceNotReady.waitNames(t, "web-0")
@@ -111,8 +112,8 @@ func TestTerminatingLeavesWithPublishNotReady(t *testing.T) {
 func TestPodRecreatedWithNewIdentity(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, false)
-	statefulSet(t, c.Client, ns, 3, nil)
+	fixture.HeadlessService(t, c.Client, ns, false)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
 	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
 	before := s.pods.waitNames(t, "web-0", "web-1", "web-2")
 	s.endpointslice.waitNames(t, "web-0", "web-1", "web-2")
@@ -156,8 +157,8 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 func TestAPIServerRestart(t *testing.T) {
 	c := cluster.Private(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, false)
-	statefulSet(t, c.Client, ns, 3, nil)
+	fixture.HeadlessService(t, c.Client, ns, false)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
 	var logs logBuffer
 	s := start(t, c, c.Client, ns, testLogger(t, &logs))
 	for _, w := range s.all() {
@@ -168,7 +169,7 @@ func TestAPIServerRestart(t *testing.T) {
 		seen[w] = len(w.snapshots())
 	}
 	c.RestartAPIServer(t)
-	scale(t, c.Client, ns, 4)
+	fixture.Scale(t, c.Client, ns, 4)
 	for _, w := range s.all() {
 		w.waitNames(t, "web-0", "web-1", "web-2", "web-3")
 		// Every snapshot since the restart is the old set or the new one.
@@ -187,8 +188,8 @@ func TestAPIServerRestart(t *testing.T) {
 func TestForbidden(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	headless(t, c.Client, ns, false)
-	statefulSet(t, c.Client, ns, 2, nil)
+	fixture.HeadlessService(t, c.Client, ns, false)
+	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{})
 	cfg := c.ServiceAccountConfig(t, ns) // no rules: may do nothing
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
