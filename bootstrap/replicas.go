@@ -13,10 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/flockd/flock/internal/kube"
 )
 
 // ErrNoStatefulSet is returned by Replicas.Run when this pod is not
@@ -107,18 +107,10 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 	r.owner.Store(&name)
 	log.Info("expected size follows statefulset", "statefulset", name)
 
-	sets := r.Client.AppsV1().StatefulSets(r.Namespace)
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			return sets.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return sets.Watch(ctx, o)
-		},
-	}, r.Client) // fake clients opt out of streaming lists this way
+	lw := cache.ToListWatcherWithWatchListSemantics(
+		kube.SelectedListWatch(r.Client.AppsV1().StatefulSets(r.Namespace), "", byName),
+		r.Client) // fake clients opt out of streaming lists this way
 	changed := make(chan struct{}, 1)
 	notify := func(any) {
 		select {

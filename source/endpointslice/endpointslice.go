@@ -51,10 +51,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peer"
@@ -108,17 +105,7 @@ func New(cfg Config) (*Source, error) {
 	}
 	target := kube.Target{Resource: "endpointslices.discovery.k8s.io", Namespace: cfg.Namespace, Verbs: Verbs}
 	selector := discoveryv1.LabelServiceName + "=" + cfg.Service
-	api := cfg.Client.DiscoveryV1().EndpointSlices(cfg.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return api.Watch(ctx, o)
-		},
-	}
+	lw := kube.SelectedListWatch(cfg.Client.DiscoveryV1().EndpointSlices(cfg.Namespace), selector, "")
 	opts := cfg.Options
 	return &Source{
 		target: target,

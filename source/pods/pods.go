@@ -51,10 +51,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peer"
@@ -194,17 +191,7 @@ func (s *Source) selector(ctx context.Context, retry bool) (string, error) {
 }
 
 func (s *Source) informer(selector string) kube.Informer {
-	api := s.cfg.Client.CoreV1().Pods(s.cfg.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return api.Watch(ctx, o)
-		},
-	}
+	lw := kube.SelectedListWatch(s.cfg.Client.CoreV1().Pods(s.cfg.Namespace), selector, "")
 	opts := s.cfg.Options
 	return kube.Informer{
 		ListerWatcher: s.reporter.ListerWatcher(lw, s.cfg.Client),
