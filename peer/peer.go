@@ -17,6 +17,12 @@ type Port struct {
 	Protocol string `json:"protocol,omitempty"`
 }
 
+// ComparePorts is the order of Peer.Ports: by name, then number, then
+// protocol. It suits slices.SortFunc.
+func ComparePorts(x, y Port) int {
+	return cmp.Or(strings.Compare(x.Name, y.Name), cmp.Compare(x.Port, y.Port), strings.Compare(x.Protocol, y.Protocol))
+}
+
 // Peer is one member of a workload as seen by a source. Only FQDN (or Name
 // when no FQDN is known) is required; every other field is filled in where
 // the source knows it and left zero otherwise.
@@ -117,9 +123,7 @@ func merge(a, b Peer) Peer {
 			a.Ports = append(slices.Clone(a.Ports), port)
 		}
 	}
-	slices.SortFunc(a.Ports, func(x, y Port) int {
-		return cmp.Or(strings.Compare(x.Name, y.Name), cmp.Compare(x.Port, y.Port), strings.Compare(x.Protocol, y.Protocol))
-	})
+	slices.SortFunc(a.Ports, ComparePorts)
 	return a
 }
 

@@ -40,7 +40,6 @@
 package endpointslice
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -243,7 +242,7 @@ func Peers(ss []*Slice, o Options) []peer.Peer {
 	out := make([]peer.Peer, 0, len(byKey))
 	for _, p := range byKey {
 		p.IPs = sortedUnique(p.IPs, strings.Compare)
-		p.Ports = sortedUnique(p.Ports, comparePorts)
+		p.Ports = sortedUnique(p.Ports, peer.ComparePorts)
 		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b peer.Peer) int { return strings.Compare(a.FQDN, b.FQDN) })
@@ -287,10 +286,6 @@ func Ordinal(name string) int {
 		return -1
 	}
 	return n
-}
-
-func comparePorts(x, y peer.Port) int {
-	return cmp.Or(strings.Compare(x.Name, y.Name), cmp.Compare(x.Port, y.Port), strings.Compare(x.Protocol, y.Protocol))
 }
 
 func sortedUnique[T comparable](s []T, cmp func(a, b T) int) []T {

@@ -316,9 +316,7 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 	}
 	if len(p.Ports) > 0 {
 		pr.Ports = slices.Clone(p.Ports)
-		slices.SortFunc(pr.Ports, func(x, y peer.Port) int {
-			return cmp.Or(strings.Compare(x.Name, y.Name), cmp.Compare(x.Port, y.Port), strings.Compare(x.Protocol, y.Protocol))
-		})
+		slices.SortFunc(pr.Ports, peer.ComparePorts)
 		pr.Ports = slices.Compact(pr.Ports)
 	}
 	return pr, true
