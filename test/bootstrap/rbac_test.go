@@ -176,7 +176,13 @@ func TestRBACExamples(t *testing.T) {
 			fixture.WaitRunningPod(t, c.Client, ns, "web-1", "")
 			applyExample(t, c, ns, "serviceaccount.yaml")
 			role := applyExample(t, c, ns, tc.file)
-			p := pf{c: c, ns: ns, pod: "web-0", args: append([]string{"-kubeconfig=" + serviceAccountKubeconfig(t, c, ns)}, tc.args...)}
+			args := append([]string{"-kubeconfig=" + serviceAccountKubeconfig(t, c, ns)}, tc.args...)
+			if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-expect") }) {
+				// Both pods run, but the EndpointSlice (and CoreDNS) may not
+				// list web-1 yet: wait for both, as a real bootstrap would.
+				args = append(args, "-expect=2")
+			}
+			p := pf{c: c, ns: ns, pod: "web-0", args: args}
 			if tc.podUID {
 				p.podUID = string(web0.UID)
 			}
