@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -208,14 +209,25 @@ func (e *env) controllerConfig() *rest.Config {
 // ServiceAccount with exactly the generated RBAC, until the returned stop
 // function (also run at cleanup) is called.
 func (e *env) startManager() (stop func()) {
+	_, stop = e.startManagerWith(nil)
+	return stop
+}
+
+// startManagerWith is startManager with options changed by mod (if not nil);
+// it also returns the running manager.
+func (e *env) startManagerWith(mod func(*controller.ManagerOptions)) (ctrl.Manager, func()) {
 	if e.cfg == nil {
 		e.cfg = e.controllerConfig()
 	}
-	mgr, err := controller.NewManager(e.cfg, controller.ManagerOptions{
+	opts := controller.ManagerOptions{
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true,
 		Namespace: e.ns, // other test processes may run their own managers
 		Logger:    logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	mgr, err := controller.NewManager(e.cfg, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -223,7 +235,7 @@ func (e *env) startManager() (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -232,7 +244,7 @@ func (e *env) startManager() (stop func()) {
 		})
 	}
 	e.t.Cleanup(stop)
-	return stop
+	return mgr, stop
 }
 
 // flock returns a Flock of the test's pool.

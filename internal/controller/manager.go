@@ -30,6 +30,11 @@ type ManagerOptions struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; required out of cluster.
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
+	// zero keeps controller-runtime's defaults (15s, 10s, 2s). A follower
+	// takes over at the latest LeaseDuration after the leader stops renewing
+	// (at once when the leader releases the Lease on a clean stop).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger is the manager's logger.
 	Logger logr.Logger
 	// Namespace, if set, limits the controller to the Flocks (and the
@@ -83,6 +88,9 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(o.LeaseDuration),
+		RenewDeadline:                 nonZero(o.RenewDeadline),
+		RetryPeriod:                   nonZero(o.RetryPeriod),
 		GracefulShutdownTimeout:       ptrTo(10 * time.Second),
 		Cache:                         cacheOpts,
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
@@ -114,3 +122,11 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// nonZero returns a pointer to d, or nil (the default) when d is zero.
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
