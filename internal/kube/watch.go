@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,9 +120,10 @@ type ListerWatcher interface {
 // again; repeats of the same failure go to debug. It is safe for
 // concurrent use.
 type Reporter struct {
-	target Target
-	log    *slog.Logger
-	now    func() time.Time
+	target  Target
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *Metrics
 
 	mu       sync.Mutex
 	failing  string // Problem.Class of the current run of failures; "" when healthy
@@ -138,11 +140,19 @@ func NewReporter(t Target, log *slog.Logger) *Reporter {
 	return &Reporter{target: t, log: log, now: time.Now}
 }
 
+// WithMetrics makes r count failures and relists in m (nil: none) and
+// returns r. Call it before r is used.
+func (r *Reporter) WithMetrics(m *Metrics) *Reporter {
+	r.metrics = m
+	return r
+}
+
 // Failed records a failed request of verb.
 func (r *Reporter) Failed(ctx context.Context, verb string, err error) {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return
 	}
+	r.metrics.failed(r.target.Resource, verb, err)
 	p := Classify(err, verb, r.target)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,6 +183,7 @@ func (r *Reporter) Failed(ctx context.Context, verb string, err error) {
 
 // Succeeded records a successful request.
 func (r *Reporter) Succeeded() {
+	r.metrics.succeeded(r.target.Resource)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failing == "" {
@@ -202,6 +213,14 @@ type reportingLW struct {
 	lw          cache.ListerWatcherWithContext
 	r           *Reporter
 	noWatchList bool
+	listed      atomic.Bool // a full list (plain or streaming) has succeeded
+}
+
+// listing counts a relist when a full list has succeeded before.
+func (l *reportingLW) listing() {
+	if l.listed.Load() {
+		l.r.metrics.relisted(l.r.target.Resource)
+	}
 }
 
 // IsWatchListSemanticsUnSupported is read by client-go's reflector.
@@ -216,21 +235,42 @@ func (l *reportingLW) Watch(options metav1.ListOptions) (watch.Interface, error)
 }
 
 func (l *reportingLW) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	l.listing()
 	obj, err := l.lw.ListWithContext(ctx, options)
 	if err != nil {
 		l.r.Failed(ctx, "list", err)
 		return nil, err
 	}
 	l.r.Succeeded()
+	l.listed.Store(true)
 	return obj, nil
 }
 
 func (l *reportingLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	// A watch that sends the initial events is a streaming list.
+	streaming := options.SendInitialEvents != nil && *options.SendInitialEvents
+	if streaming {
+		l.listing()
+	}
 	w, err := l.lw.WatchWithContext(ctx, options)
 	if err != nil {
 		l.r.Failed(ctx, "watch", err)
 		return nil, err
 	}
 	l.r.Succeeded()
+	if streaming {
+		l.listed.Store(true)
+	}
+	if m := l.r.metrics; m != nil {
+		// Errors inside the stream (410 Gone when the resource version is
+		// too old) end the watch and make the reflector relist: count them.
+		resource := l.r.target.Resource
+		w = watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Error {
+				m.Failures.WithLabelValues(resource, "watch", Reason(apierrors.FromObject(e.Object))).Inc()
+			}
+			return e, true
+		})
+	}
 	return w, nil
 }

@@ -27,6 +27,13 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		routeKlog.Do(func() { kube.RouteKlog(log) })
 	}
 	var out []engine.NamedSource
+	var kubeMetrics *kube.Metrics // shared by the API sources, registered once
+	apiMetrics := func() *kube.Metrics {
+		if kubeMetrics == nil {
+			kubeMetrics = kube.NewMetrics(reg)
+		}
+		return kubeMetrics
+	}
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)
 		switch name {
@@ -53,7 +60,8 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
 					IncludeNotReady: cfg.Kube.IncludeNotReady,
 				},
-				Logger: l,
+				Logger:  l,
+				Metrics: apiMetrics(),
 			})
 			if err != nil {
 				return nil, err
@@ -74,6 +82,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 				SelectorFromSelf: cfg.Kube.SelectorFromSelf,
 				SelfPod:          cfg.Bootstrap.PodName,
 				Logger:           l,
+				Metrics:          apiMetrics(),
 			})
 			if err != nil {
 				return nil, err

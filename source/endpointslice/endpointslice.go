@@ -76,6 +76,8 @@ type Config struct {
 	Options
 	// Logger receives one line per change of the watch's health; nil discards.
 	Logger *slog.Logger
+	// Metrics, when not nil, counts list and watch failures and relists.
+	Metrics *kube.Metrics
 }
 
 // Source is the EndpointSlice source. It implements source.Source and
@@ -109,7 +111,7 @@ func New(cfg Config) (*Source, error) {
 	return &Source{
 		target: target,
 		informer: kube.Informer{
-			ListerWatcher: kube.NewReporter(target, log).ListerWatcher(lw, cfg.Client),
+			ListerWatcher: kube.NewReporter(target, log).WithMetrics(cfg.Metrics).ListerWatcher(lw, cfg.Client),
 			ObjectType:    &discoveryv1.EndpointSlice{},
 			Transform:     Slim,
 			Peers: func(objs []any) []peer.Peer {

@@ -87,6 +87,8 @@ type Config struct {
 	SelfPod string
 	// Logger receives one line per change of the API requests' health.
 	Logger *slog.Logger
+	// Metrics, when not nil, counts list, watch and get failures and relists.
+	Metrics *kube.Metrics
 	// RetryMin and RetryMax bound the backoff of reading the own pod
 	// (defaults 1s and 30s).
 	RetryMin, RetryMax time.Duration
@@ -143,7 +145,7 @@ func New(cfg Config) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	target := kube.Target{Resource: "pods", Namespace: cfg.Namespace, Verbs: cfg.Verbs()}
-	return &Source{cfg: cfg, log: log, target: target, reporter: kube.NewReporter(target, log)}, nil
+	return &Source{cfg: cfg, log: log, target: target, reporter: kube.NewReporter(target, log).WithMetrics(cfg.Metrics)}, nil
 }
 
 // SelectorFromLabels builds key=value terms for keys from a pod's labels.

@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/source/endpointslice"
@@ -203,7 +206,9 @@ func TestForbidden(t *testing.T) {
 	sa := user[strings.LastIndexByte(user, ':')+1:]
 
 	var logs logBuffer
-	src, err := endpointslice.New(endpointslice.Config{Client: client, Logger: testLogger(t, &logs),
+	metrics := kube.NewMetrics(prometheus.NewPedanticRegistry())
+	const res = "endpointslices.discovery.k8s.io"
+	src, err := endpointslice.New(endpointslice.Config{Client: client, Logger: testLogger(t, &logs), Metrics: metrics,
 		Options: endpointslice.Options{Service: "web", Namespace: ns, Domain: c.Domain}})
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +230,17 @@ func TestForbidden(t *testing.T) {
 	if _, ok := w.latest(); ok {
 		t.Error("a snapshot was sent while forbidden")
 	}
+	// Every retry is counted, the log line is not repeated.
+	forbiddenFailures := func() float64 {
+		return metricValue(t, metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
+			metricValue(t, metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
+	}
+	if n := forbiddenFailures(); n < 2 {
+		t.Errorf("flock_kube_list_watch_failures_total{reason=forbidden} = %v, want >= 2 after 5s of retries", n)
+	}
+	if v := metricValue(t, metrics.Failing.WithLabelValues(res)); v != 1 {
+		t.Errorf("flock_kube_list_watch_failing = %v while forbidden, want 1", v)
+	}
 
 	// Grant the least privilege and expect recovery.
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "peer-finder"}, Rules: []rbacv1.PolicyRule{{
@@ -245,5 +261,24 @@ func TestForbidden(t *testing.T) {
 	if n := len(logs.lines("succeed again")); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, strings.Join(logs.lines(""), ""))
 	}
+	if v := metricValue(t, metrics.Failing.WithLabelValues(res)); v != 0 {
+		t.Errorf("flock_kube_list_watch_failing = %v after recovery, want 0", v)
+	}
+	if n := metricValue(t, metrics.Relists.WithLabelValues(res)); n != 0 {
+		t.Errorf("flock_kube_relists_total = %v, want 0 (no list succeeded before)", n)
+	}
 	t.Logf("logs:\n%s", strings.Join(logs.lines(""), ""))
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Gauge != nil {
+		return m.GetGauge().GetValue()
+	}
+	return m.GetCounter().GetValue()
 }
