@@ -74,6 +74,13 @@ type FlockSpec struct {
 
 	// Template is the pod template of every member. Its containers mount
 	// the storage volumes by name.
+	// In NetworkStorage mode, when the template sets no podAntiAffinity and
+	// no topologySpreadConstraints of its own, the controller adds soft
+	// spreading of the members: a preferred pod anti-affinity per node
+	// (kubernetes.io/hostname) and a ScheduleAnyway topology spread over
+	// zones (topology.kubernetes.io/zone). A template that sets either
+	// decides spreading itself and gets neither. NodePinned mode spreads
+	// members one per node through their volumes.
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// ServiceName is the name of the headless governing Service, which

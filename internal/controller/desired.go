@@ -67,7 +67,11 @@ func Desired(in DesiredInput) ([]client.Object, error) {
 	default:
 		return nil, fmt.Errorf("flock %s/%s: mode %q cannot be materialized", f.Namespace, f.Name, in.Mode)
 	}
-	objs[1] = statefulSet(f, claims)
+	sts := statefulSet(f, claims)
+	if in.Mode == flockv1.ModeNetworkStorage {
+		spread(&sts.Spec.Template.Spec, SelectorLabels(f))
+	}
+	objs[1] = sts
 	return objs, nil
 }
 
@@ -257,6 +261,38 @@ func localVolume(f *flockv1.Flock, l flockv1.LocalStorage, volume string, ordina
 			}},
 		},
 	}
+}
+
+// spread adds soft spreading of a Flock's members to its pod spec in
+// NetworkStorage mode (NodePinned places one member per node through the
+// volumes): a preferred pod anti-affinity on the node's hostname and a
+// ScheduleAnyway topology spread over zones. Both are preferences, so a
+// Flock with more members than nodes or zones still schedules. A template
+// that sets any pod anti-affinity or topology spread constraint of its own
+// decides spreading itself and gets neither; other affinity (node affinity,
+// pod affinity) is kept as the user wrote it.
+func spread(ps *corev1.PodSpec, sel map[string]string) {
+	if len(ps.TopologySpreadConstraints) > 0 || (ps.Affinity != nil && ps.Affinity.PodAntiAffinity != nil) {
+		return
+	}
+	if ps.Affinity == nil {
+		ps.Affinity = &corev1.Affinity{}
+	}
+	ps.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(sel)},
+				TopologyKey:   hostnameLabel,
+			},
+		}},
+	}
+	ps.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew:           1,
+		TopologyKey:       zoneLabel,
+		WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: maps.Clone(sel)},
+	}}
 }
 
 // nodeAnnotation records on a PersistentVolume the name of the node it is

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,18 @@ func TestDesiredGolden(t *testing.T) {
 						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
 					},
+				}}
+			}),
+			Mode: flockv1.ModeNetworkStorage,
+		}},
+		// The template's own spreading is kept as is: no defaults added.
+		{name: "network-storage-own-spread", in: DesiredInput{
+			Flock: testFlock(func(f *flockv1.Flock) {
+				f.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "zk"}},
+						TopologyKey:   "kubernetes.io/hostname",
+					}},
 				}}
 			}),
 			Mode: flockv1.ModeNetworkStorage,
@@ -169,6 +182,75 @@ func TestDesiredInvariants(t *testing.T) {
 	}
 	if VolumeName(f, "data", 0, "n1") == VolumeName(f, "data", 0, "n2") {
 		t.Error("volume names must differ per node, so a moved member gets a new volume")
+	}
+}
+
+// TestDesiredSpread checks the default spreading of NetworkStorage members:
+// added only when the template has no spreading of its own, never in
+// NodePinned mode (the volumes place the members there), and never at the
+// cost of the template's other affinity.
+func TestDesiredSpread(t *testing.T) {
+	nodeAff := &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}}}},
+	}}
+	ownTSC := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "rack", WhenUnsatisfiable: corev1.DoNotSchedule}}
+	tests := []struct {
+		name       string
+		mode       flockv1.Mode
+		affinity   *corev1.Affinity
+		tsc        []corev1.TopologySpreadConstraint
+		wantSpread bool
+	}{
+		{name: "network storage, no affinity", mode: flockv1.ModeNetworkStorage, wantSpread: true},
+		{name: "network storage, node affinity only", mode: flockv1.ModeNetworkStorage, affinity: &corev1.Affinity{NodeAffinity: nodeAff}, wantSpread: true},
+		{name: "network storage, own topology spread", mode: flockv1.ModeNetworkStorage, tsc: ownTSC},
+		{name: "network storage, own anti-affinity", mode: flockv1.ModeNetworkStorage, affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}},
+		{name: "node pinned", mode: flockv1.ModeNodePinned},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testFlock(func(f *flockv1.Flock) {
+				f.Spec.Template.Spec.Affinity = tt.affinity.DeepCopy()
+				f.Spec.Template.Spec.TopologySpreadConstraints = tt.tsc
+			})
+			objs, err := Desired(DesiredInput{Flock: f, Mode: tt.mode, Assign: map[int32]string{0: "n1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := objs[1].(*appsv1.StatefulSet).Spec.Template.Spec
+			if !tt.wantSpread {
+				if !equality.Semantic.DeepEqual(ps.Affinity, tt.affinity) || !equality.Semantic.DeepEqual(ps.TopologySpreadConstraints, tt.tsc) {
+					t.Errorf("affinity %+v, spread %+v: want the template's unchanged", ps.Affinity, ps.TopologySpreadConstraints)
+				}
+				return
+			}
+			sel := map[string]string{flockv1.FlockLabel: "zk"}
+			if ps.Affinity == nil || ps.Affinity.PodAntiAffinity == nil {
+				t.Fatalf("affinity %+v: want a pod anti-affinity", ps.Affinity)
+			}
+			pa := ps.Affinity.PodAntiAffinity
+			if len(pa.RequiredDuringSchedulingIgnoredDuringExecution) != 0 || len(pa.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+				t.Fatalf("pod anti-affinity %+v: want exactly one preferred term", pa)
+			}
+			term := pa.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+			if term.TopologyKey != "kubernetes.io/hostname" || !equality.Semantic.DeepEqual(term.LabelSelector.MatchLabels, sel) {
+				t.Errorf("anti-affinity term %+v: want the Flock's pods per hostname", term)
+			}
+			if tsc := ps.TopologySpreadConstraints; len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" ||
+				tsc[0].WhenUnsatisfiable != corev1.ScheduleAnyway || !equality.Semantic.DeepEqual(tsc[0].LabelSelector.MatchLabels, sel) {
+				t.Errorf("topology spread %+v: want one ScheduleAnyway zone spread of the Flock's pods", tsc)
+			}
+			var wantNode *corev1.NodeAffinity
+			if tt.affinity != nil {
+				wantNode = tt.affinity.NodeAffinity
+			}
+			if !equality.Semantic.DeepEqual(ps.Affinity.NodeAffinity, wantNode) {
+				t.Errorf("node affinity %+v: want the template's", ps.Affinity.NodeAffinity)
+			}
+			if !equality.Semantic.DeepEqual(f.Spec.Template.Spec.Affinity, tt.affinity) || f.Spec.Template.Spec.TopologySpreadConstraints != nil {
+				t.Errorf("Desired changed the Flock's template: %+v", f.Spec.Template.Spec)
+			}
+		})
 	}
 }
 

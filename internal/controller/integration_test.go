@@ -626,6 +626,12 @@ func TestNetworkStorage(t *testing.T) {
 		!vct[0].Spec.Resources.Requests.Storage().Equal(resource.MustParse("7Gi")) {
 		t.Errorf("claim templates = %+v, want the Flock's", vct)
 	}
+	// Members are spread softly: preferred anti-affinity per node, zone spread.
+	ps := sts.Spec.Template.Spec
+	if ps.Affinity == nil || ps.Affinity.PodAntiAffinity == nil || len(ps.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		len(ps.TopologySpreadConstraints) != 1 || ps.TopologySpreadConstraints[0].WhenUnsatisfiable != corev1.ScheduleAnyway {
+		t.Errorf("statefulset affinity %+v, spread %+v: want the default soft spreading", ps.Affinity, ps.TopologySpreadConstraints)
+	}
 	e.c.WaitFor(t, "status mode NetworkStorage", deadline, func(context.Context) (bool, error) {
 		f := e.get("net")
 		return f.Status.Mode == flockv1.ModeNetworkStorage && f.Status.ObservedGeneration == f.Generation, nil
