@@ -47,6 +47,9 @@ bench: ## Run the benchmarks.
 bench-latency: cluster-build ## Latency side by side: pod ready -> hook start for flock's endpointslice, pods, dns sources and upstream peer-finder (root; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/latency
 
+bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock's dns and endpointslice sources and upstream peer-finder (root; see bench/README.md).
+	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/footprint $(FOOTPRINT_FLAGS)
+
 # controller-gen is installed into a cache dir, per version, on first use.
 TOOLS_DIR ?= $(HOME)/.cache/flock/tools
 CONTROLLER_GEN_VERSION ?= v0.23.0

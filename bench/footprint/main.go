@@ -1,0 +1,351 @@
+// Command footprint measures, side by side at N peers (default 1,000), the
+// memory and CPU of flock's peer-finder (-source=dns and
+// -source=endpointslice) and Kubernetes' own peer-finder
+// (test/images/pets/peer-finder, built at the local control plane's
+// version), each with an -on-change hook, once every one has delivered the
+// whole set and the cluster is idle.
+//
+// It runs against the local cluster, whose environment it reads
+// (KUBECONFIG, FLOCK_DNS, FLOCK_CLUSTER_DOMAIN, FLOCK_UPSTREAM_PEER_FINDER):
+//
+//	make bench-footprint    # = bin/flock-cluster exec -- go run ./bench/footprint
+//
+// # Method
+//
+// A headless service "bench" selects N pods bench-0..bench-N-1 (hostname and
+// subdomain set, as a StatefulSet would), created directly by the benchmark
+// with spec.nodeName round robin over the kwok nodes: the scheduler would
+// stop at the nodes' 110-pod capacity, kwok does not. Their readiness delay
+// is 0. Once the EndpointSlices show N ready endpoints, the finders start
+// as real processes (upstream through the DNS forwarder and mount namespace
+// of package bench/internal/benchkit, which needs root; without root only
+// flock is measured) and the benchmark waits until every hook saw N peers.
+// Then, over an idle window (-idle, default 30s), it samples each finder
+// process's VmRSS every second from /proc/<pid>/status and its CPU time
+// (utime+stime, the process alone, not its hooks) from /proc/<pid>/stat at
+// the start and the end of the window. It prints, per finder: the CPU spent
+// until delivery, the peak RSS so far (VmHWM), the RSS over the window
+// (mean and max) and the CPU over the window.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flockd/flock/bench/internal/benchkit"
+)
+
+const (
+	service = "bench"
+	self    = "bench-0"
+	clkTck  = 100 // USER_HZ: /proc/<pid>/stat's unit on Linux
+)
+
+func main() {
+	pods := flag.Int("pods", 1000, "peers (pods in the service)")
+	idle := flag.Duration("idle", 30*time.Second, "idle window sampled after every finder delivered all peers")
+	keep := flag.Bool("keep", false, "keep the namespace and work dir")
+	flag.Parse()
+	if err := run(*pods, *idle, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/footprint:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, idle time.Duration, keep bool) error {
+	env, err := benchkit.LoadEnv("bench-footprint", 200)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "flock-bench-footprint-")
+	if err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	ns, err := benchkit.Namespace(ctx, env.Client, "bench-footprint")
+	if ns != "" && !keep {
+		defer env.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "namespace %s, work dir %s\n", ns, dir)
+
+	start := time.Now()
+	if err := createPods(ctx, env.Client, ns, n); err != nil {
+		return err
+	}
+	if err := waitEndpoints(ctx, env.Client, ns, n, 5*time.Minute); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%d pods ready in the EndpointSlices after %s\n", n, time.Since(start).Round(time.Millisecond))
+
+	pf, err := benchkit.BuildPeerFinder(dir)
+	if err != nil {
+		return err
+	}
+	common := []string{"-service=" + service, "-ns=" + ns, "-domain=" + env.Domain, "-hostname=" + self}
+	specs := []benchkit.Spec{
+		{Name: "flock endpointslice", Argv: append([]string{pf, "-source=endpointslice", "-kubeconfig=" + env.Kubeconfig}, common...)},
+	}
+	dnsServer := env.DNS
+	stopFwd, err := benchkit.Forward(env.DNS)
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "%v: upstream peer-finder skipped (it can only use port 53); flock dns asks CoreDNS directly\n", err)
+	case env.Upstream == "":
+		defer stopFwd()
+		fmt.Fprintln(os.Stderr, "FLOCK_UPSTREAM_PEER_FINDER not set: upstream peer-finder skipped")
+	default:
+		defer stopFwd()
+		dnsServer = benchkit.ForwarderAddr
+		argv, err := benchkit.UpstreamArgv(dir, ns, env.Domain, self, env.Upstream, "-service="+service, "-ns="+ns, "-domain="+env.Domain)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, benchkit.Spec{Name: "upstream peer-finder", Argv: argv})
+	}
+	specs = append(specs, benchkit.Spec{Name: "flock dns", Argv: append([]string{pf, "-source=dns", "-dns-server=" + dnsServer}, common...)})
+	// Same order in the table as in the latency benchmark.
+	if len(specs) == 3 {
+		specs[1], specs[2] = specs[2], specs[1]
+	}
+
+	finders, err := benchkit.Start(dir, specs)
+	defer benchkit.StopAll(finders)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	if err := benchkit.WaitHooks(finders, n, 3*time.Minute); err != nil {
+		return fmt.Errorf("initial delivery: %w (logs in %s)", err, dir)
+	}
+	fmt.Fprintf(os.Stderr, "every hook saw %d peers %s after the finders started; sampling %s idle\n", n, time.Since(started).Round(time.Millisecond), idle)
+
+	for _, f := range finders {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", f.Cmd.Process.Pid))
+		fmt.Fprintf(os.Stderr, "%s: pid %d (%s)\n", f.Name, f.Cmd.Process.Pid, strings.TrimSpace(string(comm)))
+	}
+	results := make([]result, len(finders))
+	var wg sync.WaitGroup
+	for i, f := range finders {
+		wg.Go(func() {
+			r, err := sample(f.Cmd.Process.Pid, idle)
+			r.name, r.err = f.Name, err
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	for i, f := range finders {
+		runs, err := benchkit.ReadRuns(f.Log)
+		if err != nil {
+			return err
+		}
+		results[i].hookRuns = len(runs)
+	}
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "finder (%d peers)\tCPU to delivery\tpeak RSS\tidle RSS mean\tidle RSS max\tidle CPU\tidle CPU %%\thook runs\t\n", n)
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\n", r.name, r.err)
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
+			cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns)
+	}
+	return w.Flush()
+}
+
+type result struct {
+	name               string
+	cpuBefore, cpuIdle time.Duration
+	hwm                int64 // KiB
+	rssMean, rssMax    int64 // KiB
+	hookRuns           int
+	err                error
+}
+
+// sample reads pid's CPU time and RSS over window.
+func sample(pid int, window time.Duration) (result, error) {
+	var r result
+	c0, err := cpuTime(pid)
+	if err != nil {
+		return r, err
+	}
+	r.cpuBefore = c0
+	var sum, count int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	end := time.Now().Add(window)
+	for {
+		st, err := status(pid)
+		if err != nil {
+			return r, err
+		}
+		sum += st["VmRSS"]
+		count++
+		r.rssMax = max(r.rssMax, st["VmRSS"])
+		r.hwm = st["VmHWM"]
+		if !time.Now().Before(end) {
+			break
+		}
+		<-tick.C
+	}
+	c1, err := cpuTime(pid)
+	if err != nil {
+		return r, err
+	}
+	r.cpuIdle = c1 - c0
+	r.rssMean = sum / count
+	return r, nil
+}
+
+// cpuTime is utime+stime of pid (not of its children).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read stat: %w", err)
+	}
+	// The command name (field 2) may hold spaces: fields are counted after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc/<pid>/stat")
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/<pid>/stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parse stat: %w", err)
+	}
+	return time.Duration(ut+st) * time.Second / clkTck, nil
+}
+
+// status returns the kB fields of /proc/<pid>/status (VmRSS, VmHWM, ...).
+func status(pid int) (map[string]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, fmt.Errorf("read status: %w", err)
+	}
+	out := make(map[string]int64)
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
+		v, isKB := strings.CutSuffix(strings.TrimSpace(v), " kB")
+		if !ok || !isKB {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+func cpu(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// createPods creates the headless service and n pods spread over the nodes.
+func createPods(ctx context.Context, c kubernetes.Interface, ns string, n int) error {
+	labels := map[string]string{"app": service}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: service}, Spec: corev1.ServiceSpec{
+		ClusterIP: corev1.ClusterIPNone, Selector: labels, Ports: []corev1.ServicePort{{Name: "peer", Port: 2888}}}}
+	if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create service: %w", err)
+	}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		return errors.New("the cluster has no nodes")
+	}
+	next := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				name := fmt.Sprintf("%s-%d", service, i)
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{"test.flockd.io/ready-delay": "0s"}},
+					Spec: corev1.PodSpec{Hostname: name, Subdomain: service, NodeName: nodes.Items[i%len(nodes.Items)].Name,
+						Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}},
+				}
+				if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- fmt.Errorf("create pod %s: %w", name, err):
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// waitEndpoints waits until the service's EndpointSlices hold n ready endpoints.
+func waitEndpoints(ctx context.Context, c kubernetes.Interface, ns string, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := -1
+	for {
+		list, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err != nil {
+			return fmt.Errorf("list endpointslices: %w", err)
+		}
+		ready := 0
+		for _, es := range list.Items {
+			for _, e := range es.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		if ready >= n {
+			return nil
+		}
+		if ready != last {
+			fmt.Fprintf(os.Stderr, "%d/%d endpoints ready\n", ready, n)
+			last = ready
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d endpoints ready after %s", ready, n, timeout)
+		}
+		time.Sleep(time.Second)
+	}
+}
