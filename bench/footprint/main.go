@@ -12,7 +12,7 @@
 //
 // # Method
 //
-// A headless service "bench" selects N pods bench-0..bench-N-1 (hostname and
+// A headless service "fp" selects N pods fp-0..fp-N-1 (hostname and
 // subdomain set, as a StatefulSet would), created directly by the benchmark
 // with spec.nodeName round robin over the kwok nodes: the scheduler would
 // stop at the nodes' 110-pod capacity, kwok does not. Their readiness delay
@@ -48,9 +48,15 @@ import (
 	"github.com/flockd/flock/bench/internal/benchkit"
 )
 
+// Short names: a DNS message (even over TCP) is at most 64 KiB and SRV
+// targets are never compressed, so the names decide how many peers a DNS
+// answer can hold. With the service "fp" in a namespace "fp-xxxxx" a record
+// takes 56 bytes and about 1,160 fit; "bench" in "bench-footprint-xxxxx"
+// would fit only about 870 (CoreDNS then sets TC over TCP and both DNS
+// finders rightly refuse the partial set).
 const (
-	service = "bench"
-	self    = "bench-0"
+	service = "fp"
+	self    = "fp-0"
 	clkTck  = 100 // USER_HZ: /proc/<pid>/stat's unit on Linux
 )
 
@@ -79,7 +85,7 @@ func run(n int, idle time.Duration, keep bool) error {
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
-	ns, err := benchkit.Namespace(ctx, env.Client, "bench-footprint")
+	ns, err := benchkit.Namespace(ctx, env.Client, "fp")
 	if ns != "" && !keep {
 		defer env.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	}
@@ -134,10 +140,14 @@ func run(n int, idle time.Duration, keep bool) error {
 		return err
 	}
 	started := time.Now()
-	if err := benchkit.WaitHooks(finders, n, 3*time.Minute); err != nil {
-		return fmt.Errorf("initial delivery: %w (logs in %s)", err, dir)
+	// A finder that does not deliver (e.g. a DNS answer too large) is
+	// still measured and marked in the table.
+	if err := benchkit.WaitHooks(finders, n, time.Minute); err != nil {
+		fmt.Fprintf(os.Stderr, "initial delivery: %v (logs in %s)\n", err, dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "every hook saw %d peers %s after the finders started\n", n, time.Since(started).Round(time.Millisecond))
 	}
-	fmt.Fprintf(os.Stderr, "every hook saw %d peers %s after the finders started; sampling %s idle\n", n, time.Since(started).Round(time.Millisecond), idle)
+	fmt.Fprintf(os.Stderr, "sampling %s idle\n", idle)
 
 	for _, f := range finders {
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", f.Cmd.Process.Pid))
@@ -159,17 +169,20 @@ func run(n int, idle time.Duration, keep bool) error {
 			return err
 		}
 		results[i].hookRuns = len(runs)
+		if len(runs) > 0 {
+			results[i].delivered = runs[len(runs)-1].Peers
+		}
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "finder (%d peers)\tCPU to delivery\tpeak RSS\tidle RSS mean\tidle RSS max\tidle CPU\tidle CPU %%\thook runs\t\n", n)
+	fmt.Fprintf(w, "finder (%d peers)\tCPU at start\tpeak RSS\tidle RSS mean\tidle RSS max\tidle CPU\tidle CPU %%\thook runs\tdelivered\t\n", n)
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\n", r.name, r.err)
+			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\t\n", r.name, r.err)
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
-			cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
+			cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns, r.delivered)
 	}
 	return w.Flush()
 }
@@ -180,6 +193,7 @@ type result struct {
 	hwm                int64 // KiB
 	rssMean, rssMax    int64 // KiB
 	hookRuns           int
+	delivered          int // peers in the hook's last run
 	err                error
 }
 

@@ -296,6 +296,7 @@ func Forward(upstream string) (stop func(), err error) {
 			_ = w.WriteMsg(m)
 			return
 		}
+		resp.Compress = true // as CoreDNS sent it; uncompressed it may not fit
 		if c.Net == "udp" {
 			// Fit the client's buffer (512 bytes, or its EDNS0 size) and set
 			// TC so that it retries over TCP, as a real server does.
