@@ -143,6 +143,8 @@ func run(rounds int, keep bool) error {
 		if err := benchkit.WaitHooks(finders, replicas-1, 60*time.Second); err != nil {
 			return fmt.Errorf("round %d, not ready: %w", r, err)
 		}
+		// Every hook's latest run saw 3 peers: a later run with 4 is this round's.
+		down := time.Now()
 		drain(podReady)
 		drain(sliceReady)
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
@@ -161,7 +163,7 @@ func run(rounds int, keep bool) error {
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("round %d: the EndpointSlice never showed %s ready", r, member)
 		}
-		got, err := benchkit.HookTimes(finders, replicas, t0.Add(-2*time.Second), 60*time.Second)
+		got, err := benchkit.HookTimes(finders, replicas, down, 60*time.Second)
 		if err != nil {
 			return fmt.Errorf("round %d, ready: %w", r, err)
 		}
