@@ -11,7 +11,9 @@
 //   - NXDOMAIN from every server: the authoritative empty set, delivered;
 //   - anything else (SERVFAIL, REFUSED, a timeout, a network error, an answer
 //     still truncated over TCP, an unparsable answer) from every server:
-//     an error; nothing is delivered and the last set stands.
+//     an error; nothing is delivered and the last set stands. A TCP answer
+//     flagged TC whose additional section survived is complete, not
+//     truncated (see answerComplete).
 //
 // NOERROR without SRV records (NODATA) is an answer with no peers: CoreDNS
 // answers that way for a Service that exists without ready endpoints, which
@@ -360,10 +362,31 @@ func (s *Source) query(ctx context.Context, server string) (*dns.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tcp after truncated udp answer: %w", err)
 	}
-	if resp.Truncated {
+	if resp.Truncated && !answerComplete(resp) {
 		return nil, fmt.Errorf("%w (%d answers in the partial response)", ErrTruncated, len(resp.Answer))
 	}
 	return resp, nil
+}
+
+// answerComplete reports whether a response flagged TC still holds its
+// whole answer section. Servers fill the sections in order (answer,
+// authority, additional) and stop at the first record that does not fit, so
+// any authority or additional record (other than the OPT pseudo-record)
+// proves that every answer made it. CoreDNS sets TC over TCP when it only
+// dropped additional records (glue for about 900 or more SRV targets),
+// which RFC 2181 §9 says it should not; such an answer is complete and is
+// delivered, its peers without glue having no IPs. A TC answer with nothing
+// after the answer section may have been cut inside it, so it stays a failure.
+func answerComplete(resp *dns.Msg) bool {
+	if len(resp.Ns) > 0 {
+		return true
+	}
+	for _, rr := range resp.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server string) (*dns.Msg, error) {

@@ -554,3 +554,39 @@ func TestPause(t *testing.T) {
 		t.Errorf("pause(100) = %v", got)
 	}
 }
+
+// TestLookupTCPAnswerWithoutAllGlue covers CoreDNS's behaviour at about
+// 1,000 SRV targets: over TCP the answer section fits but not all glue, and
+// the server (miekg/dns Truncate, as CoreDNS) sets TC anyway. Every answer is
+// there, so it is delivered; when the answer section itself is cut (no
+// records after it), it is not.
+func TestLookupTCPAnswerWithoutAllGlue(t *testing.T) {
+	s := dnstest.New(t)
+	m := NewMetrics(nil)
+	src, err := New(Config{Name: svc, Servers: []string{s.Addr()}, Metrics: m, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Peers(svc, "web", 1000, 80)
+	got, err := src.Lookup(context.Background())
+	if err != nil || len(got) != 1000 {
+		t.Fatalf("got %d peers, err %v; want all 1000", len(got), err)
+	}
+	withoutIPs := 0
+	for _, p := range got {
+		if len(p.IPs) == 0 {
+			withoutIPs++
+		}
+	}
+	if withoutIPs == 0 || withoutIPs == len(got) {
+		t.Fatalf("%d of %d peers lack IPs; the answer should have lost some glue, not all", withoutIPs, len(got))
+	}
+
+	s.Peers(svc, "web", 1500, 80) // the answer section itself no longer fits in 64 KiB
+	if got, err := src.Lookup(context.Background()); !errors.Is(err, ErrTruncated) || got != nil {
+		t.Fatalf("got %d peers, err %v; want ErrTruncated and no peers", len(got), err)
+	}
+	if v := counter(t, m.Truncated); v != 1 {
+		t.Errorf("truncated = %v, want 1", v)
+	}
+}
