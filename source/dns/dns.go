@@ -26,7 +26,8 @@
 // A/AAAA records for the target found in the same response (CoreDNS sends
 // them as glue in the additional section). Targets without glue are not
 // queried one by one: that would cost two queries per peer per poll, 1,000
-// per second at 500 peers; such peers are delivered without IPs. Records that
+// per second at 500 peers; such peers keep the IPs they had in the
+// previous answer, or are delivered without IPs. Records that
 // are not SRV records of the queried name, root targets and targets that are
 // not host names are skipped; the good records next to them are delivered.
 package dns
@@ -239,6 +240,9 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		set, err := s.lookup(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil {
+			set = keepIPs(set, last)
 		}
 		if err != nil {
 			failures++
@@ -530,6 +534,30 @@ func ordinal(name string) int {
 func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
 
 // clonePeers deep-copies peers so the receiver may own them.
+// keepIPs gives each peer that came without glue the IPs it had in last.
+// A large answer may carry glue for only some targets (see answerComplete),
+// and which ones varies with the server's record order; without this the
+// set would change on every poll.
+func keepIPs(set, last peer.Set) peer.Set {
+	ps := set.Peers()
+	var filled []peer.Peer
+	for i, p := range ps {
+		if len(p.IPs) > 0 {
+			continue
+		}
+		if old, ok := last.Get(p.Key()); ok && len(old.IPs) > 0 {
+			if filled == nil {
+				filled = slices.Clone(ps)
+			}
+			filled[i].IPs = old.IPs
+		}
+	}
+	if filled == nil {
+		return set
+	}
+	return peer.NewSet(filled...)
+}
+
 func clonePeers(ps []peer.Peer) []peer.Peer {
 	out := slices.Clone(ps)
 	if out == nil {

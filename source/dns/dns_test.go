@@ -590,3 +590,25 @@ func TestLookupTCPAnswerWithoutAllGlue(t *testing.T) {
 		t.Errorf("truncated = %v, want 1", v)
 	}
 }
+
+// TestRunKeepsIPsOfPeersWithoutGlue: an answer that lacks glue for some
+// targets (large answers over TCP lose different glue on each poll) does not
+// change the set; the peers keep the IPs they had.
+func TestRunKeepsIPsOfPeersWithoutGlue(t *testing.T) {
+	s := dnstest.New(t)
+	s.Peers(svc, "web", 3, 80)
+	h := run(t, Config{Name: svc, Servers: []string{s.Addr()}})
+	sent, _ := h.step()
+	if len(sent) != 3 || len(sent[0].IPs) != 1 {
+		t.Fatalf("first lookup sent %+v", sent)
+	}
+	s.SetGlue(false)
+	if sent, _ := h.step(); sent != nil {
+		t.Fatalf("an answer without glue changed the set: %+v", sent)
+	}
+	s.Peers(svc, "web", 4, 80) // a new peer without glue has no IPs yet
+	sent, _ = h.step()
+	if len(sent) != 4 || len(sent[0].IPs) != 1 || len(sent[3].IPs) != 0 {
+		t.Fatalf("after adding a peer without glue: %+v", sent)
+	}
+}
