@@ -150,7 +150,6 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("engine: no sources configured")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	e.start = e.cfg.Now()
 
 	var wg sync.WaitGroup
