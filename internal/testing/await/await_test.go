@@ -1,0 +1,44 @@
+package await
+
+import (
+	"strings"
+	"testing"
+)
+
+// fakeT records a Fatalf instead of stopping the goroutine for good.
+type fakeT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.msg = format
+	panic(f)
+}
+
+func fails(f func(t testing.TB)) (msg string) {
+	ft := &fakeT{}
+	defer func() {
+		if r := recover(); r != nil && r != any(ft) {
+			panic(r)
+		}
+		msg = ft.msg
+	}()
+	f(ft)
+	return ""
+}
+
+func TestRecvAndSend(t *testing.T) {
+	ch := make(chan int, 1)
+	Send(t, ch, 7, "seven")
+	if got := Recv(t, ch, "seven"); got != 7 {
+		t.Fatalf("Recv = %d", got)
+	}
+	close(ch)
+	if msg := fails(func(t testing.TB) { Recv(t, ch, "a closed channel") }); !strings.Contains(msg, "closed") {
+		t.Errorf("Recv on a closed channel: %q", msg)
+	}
+	n := 0
+	Until(t, func() bool { n++; return n == 3 }, "three calls")
+}
