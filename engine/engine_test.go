@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/membership"
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/sink"
@@ -83,7 +84,7 @@ func TestOnceDeliversFirstSetAndReturns(t *testing.T) {
 		Membership: membership.Options{Self: self},
 		Once:       true,
 	})
-	if err := e.Run(t.Context()); err != nil {
+	if err := run(t, e); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.got) != 1 {
@@ -110,25 +111,25 @@ func TestWaitsForSelfThenDeliversChanges(t *testing.T) {
 	errc := make(chan error)
 	go func() { errc <- e.Run(ctx) }()
 
-	src.in <- names("web-1")          // self missing: nothing delivered
-	src.in <- names("web-0", "web-1") // delivered as generation 1
-	d := <-rec.events
+	await.Send(t, src.in, names("web-1"), "a set without self")               // self missing: nothing delivered
+	await.Send(t, src.in, names("web-0", "web-1"), "the first set with self") // delivered as generation 1
+	d := await.Recv(t, rec.events, "the first delivery")
 	if d.Generation != 1 || !d.First || d.Set.Len() != 2 {
 		t.Fatalf("first delivery = %+v", d)
 	}
-	src.in <- names("web-0", "web-1") // unchanged: nothing
-	src.in <- names("web-0", "web-2") // changed
-	d = <-rec.events
+	await.Send(t, src.in, names("web-0", "web-1"), "the same set again") // unchanged: nothing
+	await.Send(t, src.in, names("web-0", "web-2"), "a changed set")
+	d = await.Recv(t, rec.events, "the second delivery")
 	if d.Generation != 2 || d.First || !slices.Equal(d.Added, []string{"web-2.web.ns.svc.cluster.local"}) ||
 		!slices.Equal(d.Removed, []string{"web-1.web.ns.svc.cluster.local"}) {
 		t.Fatalf("second delivery = %+v", d)
 	}
-	src.in <- nil // authoritative empty: never delivered
+	await.Send(t, src.in, nil, "an empty set") // authoritative empty: never delivered
 	if v := waitStatus(t, e, func(s Status) bool { return s.Verdict.Reason == membership.WaitEmpty }); v.Generation != 2 {
 		t.Errorf("generation after empty = %d", v.Generation)
 	}
 	cancel()
-	if err := <-errc; err != nil {
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.events) != 0 {
@@ -155,29 +156,30 @@ func TestFailingSinkIsRetriedWithNewestSet(t *testing.T) {
 	errc := make(chan error)
 	go func() { errc <- e.Run(ctx) }()
 
-	src.in <- names("web-0")
-	<-rec.events
-	<-rec.events // failed and retried at least once
-	src.in <- names("web-0", "web-1", "web-2")
+	await.Send(t, src.in, names("web-0"), "the first set")
+	await.Recv(t, rec.events, "the first attempt")
+	await.Recv(t, rec.events, "a retry of the first set") // failed and retried at least once
+	await.Send(t, src.in, names("web-0", "web-1", "web-2"), "the newer set")
 	// Drain until the newest generation is attempted, then let it succeed.
-	for d := range rec.events {
-		if d.Generation == 2 {
-			break
-		}
+	for await.Recv(t, rec.events, "an attempt with generation 2").Generation != 2 {
 	}
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	for d := range rec.events {
+	for {
+		d := await.Recv(t, rec.events, "a successful retry of generation 2")
 		if d.Generation != 2 {
 			t.Fatalf("retried an old set: generation %d", d.Generation)
 		}
-		if len(rec.got) > 0 {
+		rec.mu.Lock()
+		ok := len(rec.got) > 0
+		rec.mu.Unlock()
+		if ok {
 			break
 		}
 	}
 	cancel()
-	if err := <-errc; err != nil {
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
@@ -205,7 +207,7 @@ func TestSinksRunInOrderAndLaterSinksWaitForEarlierOnes(t *testing.T) {
 		Once:       true,
 		RetryMin:   time.Millisecond, RetryMax: time.Millisecond,
 	})
-	if err := e.Run(t.Context()); err != nil {
+	if err := run(t, e); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"files:1", "files:1", "files:1", "hook:1"}; !slices.Equal(order, want) {
@@ -221,7 +223,7 @@ func TestBootstrapTimeout(t *testing.T) {
 		Once:             true,
 		BootstrapTimeout: 50 * time.Millisecond,
 	})
-	if err := e.Run(t.Context()); !errors.Is(err, ErrBootstrapTimeout) {
+	if err := run(t, e); !errors.Is(err, ErrBootstrapTimeout) {
 		t.Fatalf("err = %v, want ErrBootstrapTimeout", err)
 	}
 	if r := e.Status().Verdict.Reason; r != membership.WaitSelf {
@@ -235,7 +237,7 @@ func (failingSource) Run(context.Context, chan<- []peer.Peer) error { return err
 
 func TestSourceErrorStopsRun(t *testing.T) {
 	e := New(Config{Sources: []NamedSource{{"bad", failingSource{}}}, Sinks: []NamedSink{{"rec", &recorder{}}}})
-	if err := e.Run(t.Context()); err == nil || err.Error() != "source bad: bad config" {
+	if err := run(t, e); err == nil || err.Error() != "source bad: bad config" {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -251,17 +253,26 @@ func TestStableForCoalescesChurn(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error)
 	go func() { errc <- e.Run(ctx) }()
-	src.in <- names("web-0")
-	src.in <- names("web-0", "web-1")
-	src.in <- names("web-0", "web-1", "web-2")
-	d := <-rec.events
+	await.Send(t, src.in, names("web-0"), "the first set")
+	await.Send(t, src.in, names("web-0", "web-1"), "the second set")
+	await.Send(t, src.in, names("web-0", "web-1", "web-2"), "the third set")
+	d := await.Recv(t, rec.events, "the delivery after the stable-for window")
 	cancel()
-	if err := <-errc; err != nil {
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
 		t.Fatal(err)
 	}
 	if d.Generation != 1 || d.Set.Len() != 3 {
 		t.Fatalf("delivery = generation %d with %v, want one delivery of the final set", d.Generation, d.Set.Keys())
 	}
+}
+
+// run runs e until it returns, failing the test if it does not within
+// await.Timeout (it is then left running: the test has failed anyway).
+func run(t *testing.T, e *Engine) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- e.Run(t.Context()) }()
+	return await.Recv(t, errc, "Run to return")
 }
 
 func waitStatus(t *testing.T, e *Engine, ok func(Status) bool) Status {
@@ -337,22 +348,22 @@ func TestExpectedSizeFromSizeSource(t *testing.T) {
 	errc := make(chan error)
 	go func() { errc <- e.Run(t.Context()) }()
 
-	src.in <- names("web-0", "web-1")
+	await.Send(t, src.in, names("web-0", "web-1"), "two peers")
 	waitVerdict(t, e, membership.WaitExpect, 1) // size unknown: hold
-	size.in <- 3
+	await.Send(t, size.in, 3, "the size 3")
 	waitVerdict(t, e, membership.WaitSize, 3)
-	src.in <- names("web-0", "web-1", "web-2")
-	if d := <-rec.events; d.Set.Len() != 3 {
+	await.Send(t, src.in, names("web-0", "web-1", "web-2"), "three peers")
+	if d := await.Recv(t, rec.events, "the delivery of 3 peers"); d.Set.Len() != 3 {
 		t.Fatalf("delivery = %v, want 3 peers", d.Set.Keys())
 	}
-	size.in <- 4 // scale up: the next set must have 4
+	await.Send(t, size.in, 4, "the size 4") // scale up: the next set must have 4
 	waitVerdict(t, e, membership.WaitSize, 4)
-	src.in <- names("web-0", "web-1", "web-2", "web-3")
-	if d := <-rec.events; d.Set.Len() != 4 {
+	await.Send(t, src.in, names("web-0", "web-1", "web-2", "web-3"), "four peers")
+	if d := await.Recv(t, rec.events, "the delivery of 4 peers"); d.Set.Len() != 4 {
 		t.Fatalf("delivery = %v, want 4 peers", d.Set.Keys())
 	}
-	size.err <- errors.New("no owner")
-	if err := <-errc; err == nil || err.Error() != "expected size: no owner" {
+	await.Send(t, size.err, errors.New("no owner"), "the size source's error")
+	if err := await.Recv(t, errc, "Run to return the size source's error"); err == nil || err.Error() != "expected size: no owner" {
 		t.Fatalf("Run() = %v, want the size source's error", err)
 	}
 }
