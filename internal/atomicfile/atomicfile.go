@@ -6,12 +6,14 @@
 // over a mount point fails with EBUSY — the kubelet bind-mounts /etc/hosts
 // into every container — and a read-only root file system may forbid the
 // temporary file while the target itself is writable. For those targets the
-// content is rewritten in place: one write at offset 0 whose tail, when the
-// new content is shorter, is padded with newlines so the file is complete at
-// every moment, then a truncate to the exact length and an fsync. In-place
-// mode is therefore meant for line-oriented text (hosts files, JSON), where
-// trailing blank lines are harmless even if the process dies between the
-// write and the truncate.
+// content is rewritten in place: the space a longer content needs is reserved
+// first (the old content padded with newlines), so a full disk fails the
+// write before anything is overwritten; then one write at offset 0 whose
+// tail, when the new content is shorter, is padded with newlines so the file
+// is complete at every moment; then a truncate to the exact length and an
+// fsync. In-place mode is therefore meant for line-oriented text (hosts
+// files, JSON), where trailing blank lines are harmless even if the process
+// dies between two steps.
 package atomicfile
 
 import (
@@ -104,6 +106,16 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 // its target is written, the link stays. perm applies to a newly created file;
 // an existing file keeps its mode (and, when running as root, its owner).
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
+	return std.write(path, data, perm, mode)
+}
+
+// writer performs the writes through fs, the seam for fault injection.
+type writer struct{ fs fileSystem }
+
+// std writes to the real file system.
+var std = writer{fs: osFS{}}
+
+func (w writer) write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
@@ -116,14 +128,14 @@ func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error
 		return Unchanged, fmt.Errorf("read %s: %w", path, err)
 	}
 	if mode == InPlace {
-		return Rewritten, rewrite(path, data, perm)
+		return Rewritten, w.rewrite(path, data, perm)
 	}
-	err = replace(path, data, perm)
+	err = w.replace(path, data, perm)
 	if err == nil {
 		return Replaced, nil
 	}
 	if mode == Auto && exists && fallback(err) {
-		if err := rewrite(path, data, perm); err != nil {
+		if err := w.rewrite(path, data, perm); err != nil {
 			return Rewritten, err
 		}
 		return Rewritten, nil
@@ -142,12 +154,12 @@ func fallback(err error) bool {
 
 // replace writes data to a temporary file next to path, fsyncs it, renames it
 // over path and fsyncs the directory. The temporary file is removed on error.
-func replace(path string, data []byte, perm fs.FileMode) (err error) {
+func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	f, err := w.fs.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
@@ -155,7 +167,7 @@ func replace(path string, data []byte, perm fs.FileMode) (err error) {
 	defer func() {
 		if err != nil {
 			_ = f.Close()
-			_ = os.Remove(tmp)
+			_ = w.fs.Remove(tmp)
 		}
 	}()
 	if fi, statErr := os.Stat(path); statErr == nil {
@@ -176,22 +188,31 @@ func replace(path string, data []byte, perm fs.FileMode) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := w.fs.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s over %s: %w", tmp, path, err)
 	}
-	if d, err := os.Open(dir); err == nil {
+	if d, err := w.fs.OpenFile(dir, os.O_RDONLY, 0); err == nil {
 		_ = d.Sync() // durability of the rename; not all file systems support it
 		_ = d.Close()
 	}
 	return nil
 }
 
-// rewrite replaces the content of path in place: a single write at offset 0
-// of data padded with newlines up to the current size (so the file is never
-// shorter than its content nor carries a stale tail), a truncate to
-// len(data), and an fsync.
-func rewrite(path string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+// rewrite replaces the content of path in place so that the file is whole
+// at every step and a write that cannot complete leaves the old content:
+//
+//  1. when data is longer than the file, the space is reserved first by
+//     padding the old content with newlines up to len(data); if that fails
+//     (ENOSPC, quota) the padding is cut off again and nothing else changed;
+//  2. one write at offset 0 of data padded with newlines up to the current
+//     size, over blocks the file already owns (so the file is never shorter
+//     than its content nor carries a stale tail);
+//  3. a truncate to len(data) and an fsync.
+//
+// A process that dies between two steps leaves the old or the new content
+// followed by blank lines.
+func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return fmt.Errorf("open %s for in-place rewrite: %w", path, err)
 	}
@@ -200,8 +221,15 @@ func rewrite(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
+	size := fi.Size()
+	if grow := int64(len(data)) - size; grow > 0 {
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'\n'}, int(grow)), size); err != nil {
+			_ = f.Truncate(size) // give the reserved space back; the old content is untouched
+			return fmt.Errorf("reserve %d bytes for %s: %w", len(data), path, err)
+		}
+	}
 	buf := data
-	if size := fi.Size(); size > int64(len(data)) {
+	if size > int64(len(data)) {
 		buf = make([]byte, size)
 		copy(buf, data)
 		for i := len(data); i < len(buf); i++ {
@@ -211,8 +239,10 @@ func rewrite(path string, data []byte, perm fs.FileMode) error {
 	if _, err := f.WriteAt(buf, 0); err != nil {
 		return fmt.Errorf("rewrite %s: %w", path, err)
 	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		return fmt.Errorf("truncate %s: %w", path, err)
+	if size > int64(len(data)) {
+		if err := f.Truncate(int64(len(data))); err != nil {
+			return fmt.Errorf("truncate %s: %w", path, err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)

@@ -1,0 +1,52 @@
+package atomicfile
+
+import (
+	"io/fs"
+	"os"
+)
+
+// fileSystem is what Write does to the disk: the seam through which tests
+// inject faults (ENOSPC, a crash between two steps) and watch the order of
+// the steps. osFS is the real one.
+type fileSystem interface {
+	OpenFile(name string, flag int, perm fs.FileMode) (file, error)
+	CreateTemp(dir, pattern string) (file, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+}
+
+// file is the part of *os.File that Write uses.
+type file interface {
+	Name() string
+	Fd() uintptr
+	Stat() (fs.FileInfo, error)
+	Write(b []byte) (int, error)
+	WriteAt(b []byte, off int64) (int, error)
+	Truncate(size int64) error
+	Sync() error
+	Chmod(mode fs.FileMode) error
+	Chown(uid, gid int) error
+	Close() error
+}
+
+// osFS is the real file system.
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return f, nil
+}
+
+func (osFS) CreateTemp(dir, pattern string) (file, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error             { return os.Remove(name) }
