@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/sink"
 )
 
@@ -72,7 +72,7 @@ func (f *follower) Apply(ctx context.Context, _ sink.Delivery) error {
 	if !f.s.opts.WaitForAll || f.complete {
 		return nil
 	}
-	content, err := os.ReadFile(f.s.opts.Path)
+	content, err := atomicfile.ReadFile(ctx, f.s.opts.Path) // a shared lock: never a half-done in-place rewrite
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("hosts file: %w", err)
 	}

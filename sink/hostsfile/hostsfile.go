@@ -14,7 +14,9 @@
 //
 // Writes go through internal/atomicfile: an atomic replace, or an in-place
 // rewrite for a bind-mounted target such as the kubelet's /etc/hosts; an
-// unchanged file is not rewritten. For one file shared by many pods, wrap the
+// unchanged file is not rewritten. The file is read, rendered and written
+// under its flock(2) lock, so several peer-finders (one per -hosts-id block)
+// writing one file never put back each other's stale blocks. For one file shared by many pods, wrap the
 // sink in sink/leader so that only the Lease holder writes.
 package hostsfile
 
@@ -24,7 +26,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/flockd/flock/internal/atomicfile"
@@ -135,16 +136,18 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	if len(plan.Shadowed) > 0 {
 		s.log.Info("hosts file: duplicate names, one peer kept per name", "shadowed", plan.Shadowed)
 	}
-	current, err := os.ReadFile(s.opts.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("hosts file: %w", err)
-	}
-	out, err := Render(current, s.opts.ID, Block(s.opts.ID, plan))
-	if err != nil {
-		return fmt.Errorf("hosts file %s: %w", s.opts.Path, err)
-	}
-	res, err := atomicfile.Write(s.opts.Path, out, s.opts.Perm, s.opts.WriteMode)
-	if err != nil {
+	// Read, render and write under the file's lock: other peer-finders may
+	// own other blocks of the same file.
+	var renderErr error
+	res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
+		out, err := Render(current, s.opts.ID, Block(s.opts.ID, plan))
+		renderErr = err
+		return out, err
+	})
+	switch {
+	case renderErr != nil:
+		return fmt.Errorf("hosts file %s: %w", s.opts.Path, renderErr)
+	case err != nil:
 		return fmt.Errorf("hosts file: %w", err)
 	}
 	s.log.Debug("hosts file applied", "result", res, "entries", len(plan.Entries), "pending", len(plan.Pending), "generation", d.Generation)

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 
 	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/sink"
@@ -72,15 +71,12 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("json file: %w", err)
 	}
-	current, err := os.ReadFile(s.opts.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("json file: %w", err)
-	}
-	if SameContent(current, out) {
-		s.log.Debug("json file applied", "result", atomicfile.Unchanged, "generation", d.Generation)
-		return nil
-	}
-	res, err := atomicfile.Write(s.opts.Path, out, s.opts.Perm, s.opts.WriteMode)
+	res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
+		if SameContent(current, out) {
+			return current, nil // keep the generation the content was first written at
+		}
+		return out, nil
+	})
 	if err != nil {
 		return fmt.Errorf("json file: %w", err)
 	}

@@ -1,0 +1,146 @@
+package atomicfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Update serializes the writers of one file: it takes an exclusive flock(2)
+// lock, reads the current content (nil when the file does not exist), and
+// writes what fn returns with the given mode unless it equals the current
+// content. fn runs under the lock, so a change computed from the content
+// never puts back another writer's stale copy (several peer-finders, one per
+// service, each owning a block of one hosts file).
+//
+// The lock is on the file itself, so it works where no file can be created
+// next to it (the kubelet's bind-mounted /etc/hosts, shared by every
+// container of a pod) and across the containers that share it. Because a
+// replace renames a new file over the locked one, Update checks after
+// locking that path still names the locked file and otherwise locks again.
+// While the file does not exist, its directory is locked instead. Waiting for
+// the lock ends with ctx. File systems without flock support are written
+// without a lock.
+func Update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn func(current []byte) ([]byte, error)) (Result, error) {
+	return std.update(ctx, path, perm, mode, fn)
+}
+
+func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn func([]byte) ([]byte, error)) (Result, error) {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	unlock, err := w.lock(ctx, path, syscall.LOCK_EX)
+	if err != nil {
+		return Unchanged, err
+	}
+	defer unlock()
+	current, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+	}
+	data, err := fn(current)
+	if err != nil {
+		return Unchanged, err
+	}
+	return w.write(path, data, perm, mode)
+}
+
+// ReadFile reads path under a shared lock, so it never sees an in-place
+// rewrite by Update half done.
+func ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	unlock, err := std.lock(ctx, path, syscall.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return os.ReadFile(path)
+}
+
+// lock takes a flock(2) lock of kind how on path, or on its directory while
+// path does not exist, and returns the function that releases it.
+func (w writer) lock(ctx context.Context, path string, how int) (func(), error) {
+	for {
+		f, missing, err := w.openForLock(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := flock(ctx, f, how); err != nil {
+			_ = f.Close()
+			if unsupported(err) {
+				return func() {}, nil
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if lockedIsCurrent(f, path, missing) {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		_ = f.Close() // replaced or created meanwhile: lock the new one
+	}
+}
+
+// openForLock opens path for locking: read-write where allowed (NFS needs a
+// writable descriptor for an exclusive lock), else read-only; its directory
+// when path does not exist.
+func (w writer) openForLock(path string) (f file, missing bool, err error) {
+	f, err = w.fs.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		f, err = w.fs.OpenFile(path, os.O_RDONLY, 0)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = w.fs.OpenFile(filepath.Dir(path), os.O_RDONLY, 0)
+		missing = true
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open %s to lock it: %w", path, err)
+	}
+	return f, missing, nil
+}
+
+// lockedIsCurrent reports whether the locked f is still what path names: the
+// same inode, or, when the directory was locked, still no file.
+func lockedIsCurrent(f file, path string, missing bool) bool {
+	fi, err := os.Stat(path)
+	if missing {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	if err != nil {
+		return false
+	}
+	locked, err := f.Stat()
+	return err == nil && os.SameFile(fi, locked)
+}
+
+// flock takes the lock without blocking the goroutine past ctx: it retries a
+// non-blocking attempt with a growing pause (1 ms to 50 ms).
+func flock(ctx context.Context, f file, how int) error {
+	pause := time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// unsupported reports whether a flock error means the file system has no
+// locks (some FUSE and network file systems), not that the lock is held.
+func unsupported(err error) bool {
+	return errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) ||
+		errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)
+}

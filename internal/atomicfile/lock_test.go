@@ -1,0 +1,56 @@
+package atomicfile
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestUpdateWaitsForTheLock holds the file's lock as another writer would
+// and checks that Update neither writes nor reads meanwhile, and gives up
+// when its context ends.
+func TestUpdateWaitsForTheLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.Open(path) // another open file description: another writer
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	_, err = Update(ctx, path, 0o644, Auto, func([]byte) ([]byte, error) { called = true; return []byte("new\n"), nil })
+	if !errors.Is(err, context.Canceled) || called {
+		t.Fatalf("Update while locked: err = %v, fn called %v; want context.Canceled, not called", err, called)
+	}
+	assertFile(t, path, "old\n")
+
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Update(context.Background(), path, 0o644, Auto, func(cur []byte) ([]byte, error) { return append(cur, "new\n"...), nil })
+	if err != nil || res != Replaced {
+		t.Fatalf("Update after unlock = %v, %v; want replaced, nil", res, err)
+	}
+	assertFile(t, path, "old\nnew\n")
+	// A missing file is created under its directory's lock.
+	fresh := filepath.Join(filepath.Dir(path), "fresh")
+	if _, err := Update(context.Background(), fresh, 0o644, InPlace, func(cur []byte) ([]byte, error) {
+		if cur != nil {
+			t.Errorf("current of a missing file = %q, want nil", cur)
+		}
+		return []byte("x\n"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, fresh, "x\n")
+}
