@@ -102,6 +102,20 @@ func helperMain(args []string) int {
 		}
 		fmt.Println("started")
 		return writeFile(args[0], []byte(strconv.Itoa(gc.Process.Pid)))
+	case "hang-child-ignores-term": // start a grandchild that ignores SIGTERM and writes its pid to args[0], sleep obeying SIGTERM
+		gc := exec.Command(os.Args[0], "ignore-term-and-sleep", args[0])
+		if err := gc.Start(); err != nil {
+			return 11
+		}
+		time.Sleep(time.Hour)
+		return 0
+	case "ignore-term-and-sleep": // ignore SIGTERM, then write the pid to args[0] (so it is written only once SIGTERM is ignored), sleep
+		signal.Ignore(syscall.SIGTERM)
+		if rc := writeFile(args[0], []byte(strconv.Itoa(os.Getpid()))); rc != 0 {
+			return rc
+		}
+		time.Sleep(time.Hour)
+		return 0
 	case "sleep": // sleep; args[0] "true" ignores SIGTERM
 		if args[0] == "true" {
 			signal.Ignore(syscall.SIGTERM)
