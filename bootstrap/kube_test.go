@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peer"
 )
 
@@ -142,7 +143,7 @@ func TestReplicasFollowsScale(t *testing.T) {
 		t.Errorf("FirstOrdinal() = %d, want 2", r.FirstOrdinal())
 	}
 	cancel()
-	if err := <-errc; err != nil {
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
 }
@@ -180,7 +181,7 @@ func TestReplicasRetriesUntilPodExists(t *testing.T) {
 		t.Fatal("no size")
 	}
 	cancel()
-	<-errc
+	await.Recv(t, errc, "Run to return after cancel")
 }
 
 func TestRolerKeepsItsRoleWhenTheLeaseIsUnreadable(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/flockd/flock/internal/testing/await"
 )
 
 func TestReason(t *testing.T) {
@@ -102,7 +104,7 @@ func TestReporterMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw := <-slw.watches
+	fw := await.Recv(t, slw.watches, "the watch to be opened")
 	status := apierrors.NewResourceExpired("too old resource version").Status()
 	fw.Error(&status)
 	select {

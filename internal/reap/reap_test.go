@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/flockd/flock/internal/testing/await"
 )
 
 func TestMain(m *testing.M) {
@@ -182,7 +184,7 @@ func TestRunReapsOrphansWhileHooksRun(t *testing.T) {
 		t.Errorf("zombies left: %v", z)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := await.Recv(t, done, "Run to return after cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 	// Orphans may still be running (sleep 0.09); they are not zombies.

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/sink"
 )
@@ -107,6 +108,8 @@ type supervisor struct {
 	out   *bufio.Reader
 	errb  *bytes.Buffer
 	ended chan struct{}
+	// stdout is the read end of the child's stdout, for deadlines.
+	stdout *os.File
 }
 
 func startSupervisor(t *testing.T, mode string, attr *syscall.SysProcAttr, argv ...string) *supervisor {
@@ -127,7 +130,7 @@ func startSupervisor(t *testing.T, mode string, attr *syscall.SysProcAttr, argv 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &supervisor{t: t, cmd: cmd, in: in, out: bufio.NewReader(out), errb: errb, ended: make(chan struct{})}
+	s := &supervisor{t: t, cmd: cmd, in: in, out: bufio.NewReader(out), errb: errb, ended: make(chan struct{}), stdout: out.(*os.File)}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = s.wait()
@@ -140,6 +143,9 @@ func (s *supervisor) apply() {
 	if _, err := io.WriteString(s.in, "apply\n"); err != nil {
 		s.t.Fatal(err)
 	}
+	// A deadline on the pipe: a supervisor that never answers fails the
+	// test instead of hanging it.
+	_ = s.stdout.SetReadDeadline(time.Now().Add(await.Timeout))
 	line, err := s.out.ReadString('\n')
 	if err != nil || line != "applied\n" {
 		s.t.Fatalf("apply: %q, %v; stderr:\n%s", line, err, s.errb)
@@ -154,8 +160,20 @@ func (s *supervisor) wait() int {
 	default:
 	}
 	_ = s.in.Close()
-	_, _ = io.Copy(io.Discard, s.out)
-	_ = s.cmd.Wait()
+	_ = s.stdout.SetReadDeadline(time.Time{})
+	exited := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, s.out)
+		_ = s.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(await.Timeout):
+		s.t.Errorf("supervisor still running %s after its stdin closed; killing it", await.Timeout)
+		_ = s.cmd.Process.Kill()
+		<-exited
+	}
 	close(s.ended)
 	return s.cmd.ProcessState.ExitCode()
 }
@@ -354,7 +372,7 @@ func TestSinkInProcess(t *testing.T) {
 	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
 		t.Fatal(err)
 	}
-	<-s.Started()
+	await.Done(t, s.Started(), "the command to start")
 	time.Sleep(100 * time.Millisecond) // let the shell install its trap
 	start := time.Now()
 	if got := s.Stop(context.Background()); got != 128+9 {

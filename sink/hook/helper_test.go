@@ -1,6 +1,7 @@
 package hook_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/sink"
+	"github.com/flockd/flock/sink/hook"
 )
 
 // helperEnv makes the test binary act as a hook (the helper-process
@@ -137,4 +142,13 @@ func writeFile(path string, b []byte) int {
 		return 13
 	}
 	return 0
+}
+
+// apply runs h.Apply with a deadline: a hook that is never stopped (a
+// broken timeout or kill) fails the test instead of hanging it.
+func apply(t *testing.T, h *hook.Hook, ctx context.Context, d sink.Delivery) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- h.Apply(ctx, d) }()
+	return await.Recv(t, errc, "Apply to return")
 }

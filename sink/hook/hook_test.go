@@ -221,7 +221,7 @@ func TestApplyWritesStdin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "stdin")
 			h, _ := newHook(t, hook.Config{OnChange: helper("stdin-to-file", out), Format: tt.format, TrailingNewline: tt.newline})
-			if err := h.Apply(context.Background(), d); err != nil {
+			if err := apply(t, h, context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
 			got := readFile(t, out)
@@ -279,7 +279,7 @@ func TestApplyEnvironment(t *testing.T) {
 			h, _ := newHook(t, hook.Config{OnChange: helper("env-to-file", out), Env: []string{"EXTRA=x=1"}})
 			d := zkDelivery()
 			tt.modify(&d)
-			if err := h.Apply(context.Background(), d); err != nil {
+			if err := apply(t, h, context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
 			var got map[string]string
@@ -317,7 +317,7 @@ func TestApplySelectsHook(t *testing.T) {
 				cfg.OnChange = helper("stdin-to-file", filepath.Join(dir, "on-change"))
 			}
 			h, _ := newHook(t, cfg)
-			if err := h.Apply(context.Background(), delivery(2, tt.first)); err != nil {
+			if err := apply(t, h, context.Background(), delivery(2, tt.first)); err != nil {
 				t.Fatal(err)
 			}
 			ran, _ := filepath.Glob(filepath.Join(dir, "on-*"))
@@ -334,7 +334,7 @@ func TestApplySelectsHook(t *testing.T) {
 
 func TestApplyReportsExitStatus(t *testing.T) {
 	h, logs := newHook(t, hook.Config{OnStart: helper("exit", "3")})
-	err := h.Apply(context.Background(), delivery(1, true))
+	err := apply(t, h, context.Background(), delivery(1, true))
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("Apply = %v, want an exit error with status 3", err)
@@ -349,7 +349,7 @@ func TestApplyReportsExitStatus(t *testing.T) {
 
 func TestApplyStartError(t *testing.T) {
 	h, _ := newHook(t, hook.Config{OnChange: []string{filepath.Join(t.TempDir(), "missing.sh")}})
-	err := h.Apply(context.Background(), delivery(1, false))
+	err := apply(t, h, context.Background(), delivery(1, false))
 	if err == nil || !strings.Contains(err.Error(), "missing.sh") || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Apply = %v, want a not-exist error naming the program", err)
 	}
@@ -365,7 +365,7 @@ func TestApplyTimeoutKillsProcessGroup(t *testing.T) {
 				KillGrace: 300 * time.Millisecond,
 			})
 			start := time.Now()
-			err := h.Apply(context.Background(), delivery(3, false))
+			err := apply(t, h, context.Background(), delivery(3, false))
 			if !errors.Is(err, hook.ErrTimeout) {
 				t.Fatalf("Apply = %v, want ErrTimeout", err)
 			}
@@ -388,7 +388,7 @@ func TestApplyCancelKillsProcessGroup(t *testing.T) {
 	h, _ := newHook(t, hook.Config{OnChange: helper("hang", pidFile), KillGrace: 300 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	err := h.Apply(ctx, delivery(3, false))
+	err := apply(t, h, ctx, delivery(3, false))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply = %v, want context.Canceled", err)
 	}
@@ -399,7 +399,7 @@ func TestApplyCancelKillsProcessGroup(t *testing.T) {
 	// A done context does not start the hook at all.
 	out := filepath.Join(t.TempDir(), "stdin")
 	h, _ = newHook(t, hook.Config{OnChange: helper("stdin-to-file", out)})
-	if err := h.Apply(ctx, delivery(1, false)); !errors.Is(err, context.Canceled) {
+	if err := apply(t, h, ctx, delivery(1, false)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Apply with done context = %v, want context.Canceled", err)
 	}
 	if _, err := os.Stat(out); err == nil {
@@ -412,14 +412,14 @@ func TestApplyLargeInput(t *testing.T) {
 	want, _ := hook.Render(d, hook.FormatLines, false)
 	t.Run("never reads and exits", func(t *testing.T) {
 		h, _ := newHook(t, hook.Config{OnStart: helper("never-read"), Timeout: 10 * time.Second})
-		if err := h.Apply(context.Background(), d); err != nil {
+		if err := apply(t, h, context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("reads slowly", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "count")
 		h, _ := newHook(t, hook.Config{OnStart: helper("slow-read", out), Timeout: 30 * time.Second})
-		if err := h.Apply(context.Background(), d); err != nil {
+		if err := apply(t, h, context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
 		if got := string(readFile(t, out)); got != strconv.Itoa(len(want)) {
@@ -429,7 +429,7 @@ func TestApplyLargeInput(t *testing.T) {
 	t.Run("reads everything", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "stdin")
 		h, _ := newHook(t, hook.Config{OnStart: helper("stdin-to-file", out)})
-		if err := h.Apply(context.Background(), d); err != nil {
+		if err := apply(t, h, context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
 		if got := readFile(t, out); !bytes.Equal(got, want) {
@@ -439,7 +439,7 @@ func TestApplyLargeInput(t *testing.T) {
 	t.Run("added list too long for the environment", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "env")
 		h, _ := newHook(t, hook.Config{OnStart: helper("env-to-file", out)})
-		if err := h.Apply(context.Background(), d); err != nil {
+		if err := apply(t, h, context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
 		var env map[string]string
@@ -456,7 +456,7 @@ func TestApplyLargeInput(t *testing.T) {
 	t.Run("never reads and hangs", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
 		h, _ := newHook(t, hook.Config{OnStart: helper("hang", pidFile), Timeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond})
-		if err := h.Apply(context.Background(), d); !errors.Is(err, hook.ErrTimeout) {
+		if err := apply(t, h, context.Background(), d); !errors.Is(err, hook.ErrTimeout) {
 			t.Fatalf("Apply = %v, want ErrTimeout", err)
 		}
 	})
@@ -479,7 +479,7 @@ func TestApplyZooKeeperQuotedScript(t *testing.T) {
 		h, logs := newHook(t, hook.Config{OnStart: argv})
 		d := zkDelivery()
 		d.First = true
-		if err := h.Apply(context.Background(), d); err != nil {
+		if err := apply(t, h, context.Background(), d); err != nil {
 			t.Fatalf("%s: %v", value, err)
 		}
 		want := "zk-0.zk.ns.svc.cluster.local\nzk-1.zk.ns.svc.cluster.local\nzk-2.zk.ns.svc.cluster.local"
@@ -496,7 +496,7 @@ func TestApplyZooKeeperQuotedScript(t *testing.T) {
 
 func TestApplyLogsOutput(t *testing.T) {
 	h, logs := newHook(t, hook.Config{OnChange: helper("output")})
-	if err := h.Apply(context.Background(), delivery(1, false)); err != nil {
+	if err := apply(t, h, context.Background(), delivery(1, false)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -517,7 +517,7 @@ func TestApplyBackgroundProcessHoldingStdout(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h, logs := newHook(t, hook.Config{OnChange: helper("background", pidFile)})
 	start := time.Now()
-	if err := h.Apply(context.Background(), delivery(1, false)); err != nil {
+	if err := apply(t, h, context.Background(), delivery(1, false)); err != nil {
 		t.Fatal(err)
 	}
 	pid := readPid(t, pidFile)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/sink"
 )
@@ -59,11 +60,11 @@ func newSink(t *testing.T, client kubernetes.Interface, id string, inner sink.Si
 	return s
 }
 
-func run(s *Sink) (stop func()) {
+func run(t *testing.T, s *Sink) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(done) }()
-	return func() { cancel(); <-done }
+	return func() { cancel(); await.Done(t, done, "the campaign to end after cancel") }
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -87,9 +88,9 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 	a, b := newSink(t, client, "a", ra), newSink(t, client, "b", rb)
 	ctx := context.Background()
 
-	stopA := run(a)
+	stopA := run(t, a)
 	eventually(t, "a leading", a.Leading)
-	stopB := run(b)
+	stopB := run(t, b)
 	defer stopB()
 
 	for gen := uint64(1); gen <= 3; gen++ {
@@ -135,7 +136,7 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 func TestFollowGatesFollowers(t *testing.T) {
 	client := fake.NewClientset()
 	a := newSink(t, client, "a", &recorder{})
-	stopA := run(a)
+	stopA := run(t, a)
 	defer stopA()
 	eventually(t, "a leading", a.Leading)
 
@@ -145,7 +146,7 @@ func TestFollowGatesFollowers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopB := run(b)
+	stopB := run(t, b)
 	defer stopB()
 	ctx := context.Background()
 	if err := b.Apply(ctx, delivery(1)); err == nil {

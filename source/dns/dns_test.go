@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/peer"
 )
@@ -241,7 +242,7 @@ func run(t *testing.T, cfg Config) *harness {
 	go func() { done <- src.Run(ctx, h.up) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peer"
 )
 
@@ -191,7 +192,7 @@ func TestRunSelectorFromSelf(t *testing.T) {
 	go func() { done <- src.Run(ctx, up) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 
 	flockbootstrap "github.com/flockd/flock/bootstrap"
 	"github.com/flockd/flock/internal/peerfinder"
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
 )
@@ -44,7 +45,7 @@ func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		if code := <-done; code != peerfinder.ExitOK {
+		if code := await.Recv(t, done, "peer-finder to exit after cancel"); code != peerfinder.ExitOK {
 			t.Errorf("peer-finder exited %d:\n%s", code, stderr)
 		}
 	}()

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/peer"
@@ -55,7 +56,7 @@ func run(t *testing.T, name string, src source.Source) *watcher {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := await.Recv(t, done, "%s: Run to return after cancel", name); err != nil {
 			t.Errorf("%s: Run: %v", name, err)
 		}
 	})

@@ -33,6 +33,19 @@ func Recv[T any](t testing.TB, ch <-chan T, what string, args ...any) T {
 	panic("unreachable")
 }
 
+// Done waits until ch is closed or yields a value (a done or started
+// channel), or fails the test naming what after Timeout.
+func Done[T any](t testing.TB, ch <-chan T, what string, args ...any) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.Fatalf("waited %s for %s", Timeout, fmt.Sprintf(what, args...))
+	}
+}
+
 // Send sends v on ch, or fails the test naming what when nobody receives
 // within Timeout.
 func Send[T any](t testing.TB, ch chan<- T, v T, what string, args ...any) {

@@ -39,6 +39,9 @@ func TestRecvAndSend(t *testing.T) {
 	if msg := fails(func(t testing.TB) { Recv(t, ch, "a closed channel") }); !strings.Contains(msg, "closed") {
 		t.Errorf("Recv on a closed channel: %q", msg)
 	}
+	done := make(chan struct{})
+	close(done)
+	Done(t, done, "a closed channel")
 	n := 0
 	Until(t, func() bool { n++; return n == 3 }, "three calls")
 }
