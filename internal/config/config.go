@@ -26,8 +26,11 @@ type UsageError struct {
 }
 
 func (e *UsageError) Error() string {
-	if e.Flag == "" {
+	switch e.Flag {
+	case "":
 		return e.Err.Error()
+	case "--": // the command after it, not a flag
+		return fmt.Sprintf("--: %v", e.Err)
 	}
 	return fmt.Sprintf("-%s: %v", e.Flag, e.Err)
 }
