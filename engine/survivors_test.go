@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,5 +77,39 @@ func TestBackoffJitterVaries(t *testing.T) {
 	// in the outer tenths, does not happen by chance.
 	if len(seen) < 100 || lo > nominal*9/10 || hi < nominal*11/10 {
 		t.Errorf("200 waits: %d distinct, from %v to %v; want them spread over %v ±20%%", len(seen), lo, hi, nominal)
+	}
+}
+
+// lingeringSource returns from Run a little after its context ends, and
+// records that it did.
+type lingeringSource struct{ returned *atomic.Bool }
+
+func (s lingeringSource) Run(ctx context.Context, up chan<- []peer.Peer) error {
+	select {
+	case up <- names("web-0"):
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	time.Sleep(50 * time.Millisecond)
+	s.returned.Store(true)
+	return nil
+}
+
+// TestRunWaitsForItsSources checks Run's contract that it waits for its
+// goroutines: when it returns, every source's Run has returned too, so a
+// caller that exits next does not cut a source (or sink) off midway.
+func TestRunWaitsForItsSources(t *testing.T) {
+	var returned atomic.Bool
+	e := New(Config{
+		Sources:    []NamedSource{{"slow", lingeringSource{&returned}}},
+		Sinks:      []NamedSink{{"rec", &recorder{}}},
+		Membership: membership.Options{Self: self},
+		Once:       true,
+	})
+	if err := run(t, e); err != nil {
+		t.Fatal(err)
+	}
+	if !returned.Load() {
+		t.Error("Run returned before its source's Run did")
 	}
 }
