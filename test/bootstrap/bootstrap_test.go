@@ -181,10 +181,12 @@ func TestLeaseClaimRace(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	ctx, cancel := context.WithTimeout(t.Context(), wait) // bounds wg.Wait
+	defer cancel()
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			got[i], errs[i] = l.Claim(t.Context(), flockbootstrap.Record{Pod: fmt.Sprintf("m-%d", i), UID: fmt.Sprintf("u-%d", i)}, "")
+			got[i], errs[i] = l.Claim(ctx, flockbootstrap.Record{Pod: fmt.Sprintf("m-%d", i), UID: fmt.Sprintf("u-%d", i)}, "")
 		})
 	}
 	close(start)
