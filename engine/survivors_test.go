@@ -113,3 +113,34 @@ func TestRunWaitsForItsSources(t *testing.T) {
 		t.Error("Run returned before its source's Run did")
 	}
 }
+
+// TestIdleWithoutInput: once a set is delivered and nothing changes, the
+// engine does not wake up (no recheck timer of zero, no busy loop). The
+// clock counts its wakeups: each pass of the loop reads it.
+func TestIdleWithoutInput(t *testing.T) {
+	var reads atomic.Int64
+	src := chanSource{in: make(chan []peer.Peer)}
+	rec := &recorder{events: make(chan sink.Delivery, 10)}
+	e := New(Config{
+		Sources:    []NamedSource{{"test", src}},
+		Sinks:      []NamedSink{{"rec", rec}},
+		Membership: membership.Options{Self: self},
+		Now:        func() time.Time { reads.Add(1); return time.Now() },
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- e.Run(ctx) }()
+	await.Send(t, src.in, names("web-0"), "the first set")
+	await.Recv(t, rec.events, "the first delivery")
+	waitStatus(t, e, func(s Status) bool { return s.Delivered }) // no clock reads after this without Metrics
+	before := reads.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := reads.Load() - before; n != 0 {
+		t.Errorf("the engine woke up %d times in 200ms without any input, want 0", n)
+	}
+	cancel()
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
+		t.Fatal(err)
+	}
+}
