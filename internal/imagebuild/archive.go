@@ -1,0 +1,104 @@
+package imagebuild
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/flockd/flock/internal/atomicfile"
+)
+
+// Annotation keys of the layout's index.json entry that name the image.
+// containerd's importer reads the first; the OCI spec defines the second.
+const (
+	AnnotationContainerdName = "io.containerd.image.name"
+	AnnotationRefName        = "org.opencontainers.image.ref.name"
+)
+
+// WriteArchive writes idx as an OCI archive at path: a tar of an OCI image
+// layout whose index.json has one entry, idx, annotated with ref (e.g.
+// "ghcr.io/flockd/peer-finder:dev") under both AnnotationContainerdName and
+// AnnotationRefName. Entries are sorted and carry mtime. The file is
+// replaced atomically and left alone when its bytes would not change.
+func WriteArchive(path, ref string, idx v1.ImageIndex, mtime time.Time) error {
+	dir, err := os.MkdirTemp("", "imagebuild-layout-")
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", path, err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("archive %s: layout: %w", path, err)
+	}
+	err = p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		AnnotationContainerdName: ref,
+		AnnotationRefName:        ref,
+	}))
+	if err != nil {
+		return fmt.Errorf("archive %s: layout: %w", path, err)
+	}
+	data, err := tarDir(dir, mtime)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("archive %s: %w", path, err)
+	}
+	return nil
+}
+
+// tarDir tars the tree under dir (names relative to it, lexical order,
+// root-owned, 0755 directories and 0644 files, all at mtime).
+func tarDir(dir string, mtime time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), ModTime: mtime, Format: tar.FormatPAX}
+		if d.IsDir() {
+			hdr.Typeflag, hdr.Mode, hdr.Name = tar.TypeDir, 0o755, hdr.Name+"/"
+			return tw.WriteHeader(hdr)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("layout entry %s: not a regular file", rel)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, 0o644, st.Size()
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
