@@ -1,0 +1,60 @@
+// Command images writes flock's OCI image archives (peer-finder,
+// flock-controller, pause) from binaries that `make images` built into
+// <bin>/<arch>/. See internal/images and README.md's Images section.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flockd/flock/internal/images"
+)
+
+func main() {
+	home, _ := os.UserHomeDir()
+	o := images.Options{}
+	fs := flag.NewFlagSet("images", flag.ContinueOnError)
+	fs.StringVar(&o.Repo, "repo", "ghcr.io/flockd", "image repository prefix")
+	fs.StringVar(&o.Tag, "tag", "dev", "image tag")
+	arches := fs.String("arches", "amd64,arm64", "comma-separated GOARCH values")
+	fs.StringVar(&o.BinDir, "bin", "bin", "directory holding <arch>/<binary>")
+	fs.StringVar(&o.OutDir, "out", "bin/images", "directory the archives are written to")
+	fs.StringVar(&o.DebCache, "deb-cache", filepath.Join(home, ".cache", "flock", "debs"), "cache of Debian packages")
+	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "creation time and mtime of every file, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
+	fs.StringVar(&o.Revision, "revision", "", "source commit recorded in the images")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	secs := int64(0)
+	if *epoch != "" {
+		var err error
+		if secs, err = strconv.ParseInt(*epoch, 10, 64); err != nil {
+			fmt.Fprintf(os.Stderr, "invalid -source-date-epoch %q: %v\n", *epoch, err)
+			os.Exit(2)
+		}
+	}
+	o.Created = time.Unix(secs, 0).UTC()
+	o.Arches = strings.Split(*arches, ",")
+	for _, a := range o.Arches {
+		if !images.Supported(a) {
+			fmt.Fprintf(os.Stderr, "invalid -arches: %q is not amd64 or arm64\n", a)
+			os.Exit(2)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := images.Build(ctx, o); err != nil {
+		slog.Error("images failed", "err", err)
+		os.Exit(1)
+	}
+}
