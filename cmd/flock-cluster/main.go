@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,8 @@ func parseArgs(args []string) (config, error) {
 	fs.IntVar(&c.opts.Nodes, "nodes", 4, "simulated nodes")
 	fs.IntVar(&c.opts.Zones, "zones", 2, "zones the nodes are spread over")
 	fs.DurationVar(&c.opts.ReadyDelay, "ready-delay", 500*time.Millisecond, "how long a started pod stays not ready")
+	realNode := fs.String("real-node", string(localcluster.RealNodeFromEnv()),
+		"start the real node (kubelet, containerd): auto (when root and free on this machine) or off; default from $FLOCK_REAL_NODE (0 = off)")
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...")
@@ -57,6 +60,12 @@ func parseArgs(args []string) (config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	switch m := localcluster.RealNodeMode(*realNode); m {
+	case localcluster.RealNodeAuto, localcluster.RealNodeOff:
+		c.opts.RealNode = m
+	default:
+		return c, fmt.Errorf("-real-node: %q is neither auto nor off", *realNode)
 	}
 	if fs.NArg() < 1 {
 		fs.Usage()
@@ -119,6 +128,7 @@ func (c config) exec(ctx context.Context, log *slog.Logger) (int, error) {
 		o.StateDir = localcluster.DefaultStateDir(root)
 	}
 	o.Log, o.Progress = log, os.Stderr
+	o.ImagesDir = filepath.Join(root, "bin", "images")
 	switch c.cmd {
 	case "build":
 		return exit(localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root, CacheRoot: o.CacheRoot, Progress: os.Stderr, Log: log}))
@@ -201,6 +211,11 @@ func printStatus(s *localcluster.State) {
 		fmt.Printf("  %-24s pid %-8d %s  %s\n", p.Name, p.Pid, state, s.LogFile(p.Name))
 	}
 	fmt.Printf("  %-24s %-12s %7.1f MiB\n", "total", "", float64(total)/(1<<20))
+	if s.RealNode != nil {
+		fmt.Printf("real node %s at %s (dir %s)\n", s.RealNode.Name, s.RealNode.IP, s.RealNode.Dir)
+	} else {
+		fmt.Printf("no real node: %s\n", s.RealNodeSkipped)
+	}
 }
 
 func printEnv(s *localcluster.State, cacheRoot string) {

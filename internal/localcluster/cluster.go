@@ -42,6 +42,11 @@ type Options struct {
 	Nodes, Zones int
 	// ReadyDelay is how long a started pod stays not ready (default 500ms).
 	ReadyDelay time.Duration
+	// RealNode says whether to start the real node (default RealNodeOff;
+	// flock-cluster and the shared test cluster use RealNodeFromEnv).
+	RealNode RealNodeMode
+	// ImagesDir holds the OCI archives the real node imports (make images).
+	ImagesDir string
 	// Timeout bounds the start (default 2m).
 	Timeout  time.Duration
 	Log      *slog.Logger
@@ -61,6 +66,9 @@ func (o *Options) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
 	}
+	if o.RealNode == "" {
+		o.RealNode = RealNodeOff
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -71,13 +79,17 @@ func (o *Options) defaults() {
 
 // State describes a started cluster; it is stored as state.json in the state dir.
 type State struct {
-	StateDir   string    `json:"stateDir"`
-	Kubeconfig string    `json:"kubeconfig"` // admin
-	Server     string    `json:"server"`     // kube-apiserver URL
-	DNSAddr    string    `json:"dnsAddr"`    // CoreDNS host:port, UDP and TCP
-	Domain     string    `json:"domain"`
-	Nodes      int       `json:"nodes"`
-	Started    time.Time `json:"started"`
+	StateDir   string `json:"stateDir"`
+	Kubeconfig string `json:"kubeconfig"` // admin
+	Server     string `json:"server"`     // kube-apiserver URL
+	DNSAddr    string `json:"dnsAddr"`    // CoreDNS host:port, UDP and TCP
+	Domain     string `json:"domain"`
+	Nodes      int    `json:"nodes"`
+	// RealNode is the running real node, if any; RealNodeSkipped says why
+	// there is none.
+	RealNode        *RealNode `json:"realNode,omitempty"`
+	RealNodeSkipped string    `json:"realNodeSkipped,omitempty"`
+	Started         time.Time `json:"started"`
 	// Procs are the processes started, in start order; they stop in reverse.
 	Procs []Proc `json:"procs"`
 }
@@ -202,6 +214,9 @@ func upLocked(ctx context.Context, o Options) (*State, bool, error) {
 	old, err := Load(o.StateDir)
 	if err == nil {
 		err = old.healthy(ctx)
+		if err == nil && old.RealNode != nil {
+			err = old.RealNode.LoadImages(ctx, o.ImagesDir) // rebuilt since the start
+		}
 		if err == nil {
 			o.Log.Debug("reusing running cluster", "stateDir", o.StateDir)
 			return old, false, nil
@@ -322,7 +337,8 @@ func downLocked(dir string, log *slog.Logger) error {
 	return nil
 }
 
-// stop terminates the recorded processes in reverse start order.
+// stop terminates the recorded processes in reverse start order, then
+// undoes what the real node set up on the machine.
 func (s *State) stop(log *slog.Logger) {
 	for i := len(s.Procs) - 1; i >= 0; i-- {
 		p := s.Procs[i]
@@ -331,6 +347,11 @@ func (s *State) stop(log *slog.Logger) {
 			continue
 		}
 		log.Debug("stopped component", "component", p.Name, "pid", p.Pid)
+	}
+	if s.RealNode != nil {
+		if err := releaseNode(s.StateDir); err != nil {
+			log.Warn("clean up real node", "err", err)
+		}
 	}
 }
 
@@ -357,7 +378,7 @@ var kwokConfig = template.Must(template.New("kwok").Delims("[[", "]]").Parse(kwo
 // corefile serves the cluster domain and reverse zones from the API, with
 // TTL 0 so tests see changes without cache delay. Other names are refused.
 var corefile = template.Must(template.New("Corefile").Parse(`.:{{.Port}} {
-    bind 127.0.0.1
+    bind {{.Bind}}
     errors
     ready 127.0.0.1:{{.ReadyPort}}
     kubernetes {{.Domain}} in-addr.arpa ip6.arpa {
@@ -429,6 +450,19 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create config dir: %w", err)
 	}
+	node, skipped, err := prepareNode(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("real node: %w", err)
+	}
+	if node != nil {
+		bins["containerd"] = nodePackageFile("containerd")
+	}
+	host := "127.0.0.1"
+	if node != nil {
+		host = RealNodeIP // pods reach the control plane on the node's bridge
+	} else {
+		fmt.Fprintf(o.Progress, "  real node not started: %s\n", skipped)
+	}
 	ports, err := freePorts(8)
 	if err != nil {
 		return nil, err
@@ -438,17 +472,24 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	s := &State{
 		StateDir:   o.StateDir,
 		Kubeconfig: filepath.Join(o.StateDir, "admin.kubeconfig"),
-		Server:     "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		Server:     "https://" + host + ":" + strconv.Itoa(apiPort),
 		DNSAddr:    "127.0.0.1:" + strconv.Itoa(dnsPort),
 		Domain:     Domain,
 		Nodes:      o.Nodes,
 		Started:    time.Now(),
+
+		RealNode: node, RealNodeSkipped: skipped,
 	}
 	defer func() {
 		if err != nil {
 			s.stop(o.Log)
 		}
 	}()
+	if node != nil {
+		if err := s.save(); err != nil { // so that "down" undoes the node setup
+			return nil, err
+		}
+	}
 	kc := func(name string) string { return filepath.Join(cfgDir, name+".kubeconfig") }
 	if err := writePKI(o.StateDir, s.Server, map[string]clientIdentity{
 		"admin.kubeconfig":                          {"flock-admin", []string{"system:masters"}},
@@ -456,6 +497,8 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		"config/kube-scheduler.kubeconfig":          {"system:kube-scheduler", nil},
 		"config/kwok.kubeconfig":                    {"flock-kwok", []string{"system:masters"}},
 		"config/coredns.kubeconfig":                 {"flock-coredns", nil},
+		"config/kubelet.kubeconfig":                 {"system:node:" + RealNodeName, []string{"system:nodes"}},
+		"config/kube-proxy.kubeconfig":              {"system:kube-proxy", nil},
 	}); err != nil {
 		return nil, err
 	}
@@ -488,21 +531,28 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		return nil, err
 	}
 	step("etcd ready")
-	if err := run("kube-apiserver",
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+pki("apiserver.crt"), "--tls-private-key-file="+pki("apiserver.key"),
-		"--client-ca-file="+pki("ca.crt"),
-		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc."+Domain,
-		"--service-account-key-file="+pki("sa.pub"), "--service-account-signing-key-file="+pki("sa.key"),
-		"--service-cluster-ip-range="+serviceCIDR,
-		// The default reconciler would publish 127.0.0.1 as the endpoint of the
-		// kubernetes Service, which EndpointSlices reject.
-		"--endpoint-reconciler-type=none",
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + host, "--advertise-address=" + host, "--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + pki("apiserver.crt"), "--tls-private-key-file=" + pki("apiserver.key"),
+		"--client-ca-file=" + pki("ca.crt"),
+		"--authorization-mode=Node,RBAC",
+		"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority=" + pki("ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP",
+		"--service-account-issuer=https://kubernetes.default.svc." + Domain,
+		"--service-account-key-file=" + pki("sa.pub"), "--service-account-signing-key-file=" + pki("sa.key"),
+		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
-	); err != nil {
+	}
+	if node == nil {
+		// The default reconciler would publish 127.0.0.1 as the endpoint of
+		// the kubernetes Service, which EndpointSlices reject.
+		apiArgs = append(apiArgs, "--endpoint-reconciler-type=none")
+	}
+	if err := run("kube-apiserver", apiArgs...); err != nil {
 		return nil, err
 	}
 	cs, err := s.client()
@@ -552,7 +602,9 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	if err := run("kwok",
 		"--kubeconfig="+kc("kwok"),
 		"--config="+filepath.Join(cfgDir, "kwok.yaml"),
-		"--manage-all-nodes=true",
+		// Only the simulated nodes: the real node's pods are the kubelet's.
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
 	); err != nil {
 		return nil, err
@@ -560,6 +612,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	var core bytes.Buffer
 	if err := corefile.Execute(&core, map[string]any{
 		"Port": dnsPort, "ReadyPort": dnsReadyPort, "Domain": Domain, "Kubeconfig": kc("coredns"),
+		"Bind": strings.Join(slices.Compact([]string{"127.0.0.1", host}), " "),
 	}); err != nil {
 		return nil, fmt.Errorf("render Corefile: %w", err)
 	}
@@ -590,6 +643,11 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		return nil, err
 	}
 	step("CoreDNS answering")
+	if node != nil {
+		if err := startNode(ctx, s, o, cs, run); err != nil {
+			return nil, fmt.Errorf("real node: %w", err)
+		}
+	}
 	fmt.Fprintf(o.Progress, "local cluster up in %.1fs; logs in %s\n", time.Since(begin).Seconds(), logs)
 	return s, nil
 }

@@ -50,9 +50,27 @@ var Components = []Component{
 		ColdBuild: 8 * time.Minute,
 	},
 	{
+		// The real node's kubelet and kube-proxy, at the control plane's
+		// version; a module of their own keeps the control plane's cache
+		// key stable (they need extra dependencies).
+		Name: "kubernetes-node", Module: "k8s.io/kubernetes", Version: "v1.37.2",
+		Binaries: map[string]string{
+			"kubelet":    "k8s.io/kubernetes/cmd/kubelet",
+			"kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+		},
+		LDFlags:   kubeVersionLDFlags("v1.37.2"),
+		ColdBuild: 3 * time.Minute,
+	},
+	{
 		Name: "kwok", Module: "sigs.k8s.io/kwok", Version: "v0.8.0",
 		Binaries:  map[string]string{"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
 		ColdBuild: 90 * time.Second,
+	},
+	{
+		// The real node's volumes: the default StorageClass "local-path".
+		Name: "local-path-provisioner", Module: "github.com/rancher/local-path-provisioner", Version: "v0.0.30",
+		Binaries:  map[string]string{"local-path-provisioner": "github.com/rancher/local-path-provisioner"},
+		ColdBuild: 2 * time.Minute,
 	},
 	{
 		Name: "coredns", Module: "github.com/coredns/coredns", Version: "v1.15.0",
@@ -146,6 +164,9 @@ func Build(ctx context.Context, o BuildOptions) error {
 	}
 	if err := os.MkdirAll(o.CacheRoot, 0o755); err != nil {
 		return fmt.Errorf("create cache dir: %w", err)
+	}
+	if err := InstallNodePackages(ctx, o.Progress); err != nil {
+		return fmt.Errorf("real node: %w", err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(o.CacheRoot, ".build.lock"), syscall.LOCK_EX)
 	if err != nil {

@@ -129,10 +129,19 @@ func writePKI(dir, server string, clients map[string]clientIdentity) error {
 	}
 	files := map[string][]byte{"ca.crt": ca.pem, "ca.key": caKey}
 	files["apiserver.crt"], files["apiserver.key"], err = ca.issue("kube-apiserver", nil, []string{
-		"127.0.0.1", "localhost", serviceClusterIP,
+		"127.0.0.1", "localhost", serviceClusterIP, RealNodeIP,
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + Domain,
 	})
 	if err != nil {
+		return err
+	}
+	// The real node's kubelet serves the apiserver's logs/exec/port-forward
+	// requests, which authenticate with their own client certificate.
+	if files["kubelet.crt"], files["kubelet.key"], err = ca.issue("kubelet", nil, []string{RealNodeIP, RealNodeName}); err != nil {
+		return err
+	}
+	if files["apiserver-kubelet-client.crt"], files["apiserver-kubelet-client.key"], err = ca.issue(
+		"kube-apiserver-kubelet-client", []string{"system:masters"}, nil); err != nil {
 		return err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,8 +47,22 @@ type Cluster struct {
 	// node-1, ...), spread round robin over zones zone-a, zone-b, ...
 	Nodes []string
 
+	// RealNode is the real node (kubelet, containerd) if the cluster has one;
+	// tests that need it call NeedRealNode.
+	RealNode *localcluster.RealNode
+
 	state   *localcluster.State
 	private bool
+}
+
+// NeedRealNode skips the test, saying why, unless the cluster has a real
+// node. Pods for it select and tolerate RealNodeLabel (see RealNodePod).
+func (c *Cluster) NeedRealNode(t testing.TB) *localcluster.RealNode {
+	t.Helper()
+	if c.RealNode == nil {
+		t.Skipf("no real node in the local cluster: %s", c.state.RealNodeSkipped)
+	}
+	return c.RealNode
 }
 
 var shared struct {
@@ -135,6 +150,9 @@ func options(stateDir string) (localcluster.Options, error) {
 	o.StateDir = stateDir
 	if o.StateDir == "" {
 		o.StateDir = localcluster.DefaultStateDir(root)
+		// Only the shared cluster may have the machine's one real node.
+		o.RealNode = localcluster.RealNodeFromEnv()
+		o.ImagesDir = filepath.Join(root, "bin", "images")
 	}
 	o.Timeout = 3 * time.Minute
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -153,8 +171,9 @@ func newCluster(s *localcluster.State, private bool) (*Cluster, error) {
 	return &Cluster{
 		Kubeconfig: s.Kubeconfig, Config: cfg, Client: cs,
 		DNSAddr: s.DNSAddr, Domain: s.Domain, StateDir: s.StateDir,
-		Nodes: s.NodeNames(),
-		state: s, private: private,
+		Nodes:    s.NodeNames(),
+		RealNode: s.RealNode,
+		state:    s, private: private,
 	}, nil
 }
 

@@ -1,0 +1,237 @@
+// Package realnode tests flock's images in real containers on the local
+// cluster's real node (kubelet, containerd, runc, CNI): what users run, with
+// the kubelet's /etc/hosts, the pod's resolv.conf and in-cluster credentials.
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/internal/testing/cluster"
+)
+
+// Image is peer-finder's image as "make images" builds it.
+const Image = "ghcr.io/flockd/peer-finder:dev"
+
+// bed is one test's cluster and namespace with the real node required.
+type bed struct {
+	*cluster.Cluster
+	t  *testing.T
+	ns string
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	c := cluster.Get(t)
+	c.NeedRealNode(t)
+	return &bed{Cluster: c, t: t, ns: c.Namespace(t)}
+}
+
+// onRealNode makes a pod spec land on the real node, with the image present
+// there (never pulled: nothing can be).
+func onRealNode(spec *corev1.PodSpec) {
+	spec.NodeSelector = map[string]string{localcluster.RealNodeLabel: "true"}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
+		Key: localcluster.RealNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule,
+	})
+	if spec.TerminationGracePeriodSeconds == nil {
+		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if cs[i].ImagePullPolicy == "" {
+				cs[i].ImagePullPolicy = corev1.PullNever
+			}
+		}
+	}
+}
+
+// createPod creates pod on the real node.
+func (b *bed) createPod(pod *corev1.Pod) *corev1.Pod {
+	b.t.Helper()
+	onRealNode(&pod.Spec)
+	p, err := b.Client.CoreV1().Pods(b.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		b.t.Fatalf("create pod %s: %v", pod.Name, err)
+	}
+	return p
+}
+
+// waitPod waits until cond holds for the named pod, failing with its last
+// status after timeout.
+func (b *bed) waitPod(name, what string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+	b.t.Helper()
+	var last *corev1.Pod
+	b.WaitFor(b.t, fmt.Sprintf("pod %s %s", name, what), timeout, func(ctx context.Context) (bool, error) {
+		p, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return cond(p), nil
+	})
+	return last
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func containerRunning(name string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool {
+		for _, s := range append(p.Status.ContainerStatuses, p.Status.InitContainerStatuses...) {
+			if s.Name == name && s.State.Running != nil {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// status is the named container's status (init or not), or nil.
+func status(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for _, s := range append(p.Status.ContainerStatuses, p.Status.InitContainerStatuses...) {
+		if s.Name == name {
+			return &s
+		}
+	}
+	return nil
+}
+
+// logs returns a container's log (previous: of its last terminated run).
+func (b *bed) logs(pod, container string, previous bool) string {
+	b.t.Helper()
+	raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous}).DoRaw(context.Background())
+	if err != nil {
+		b.t.Fatalf("logs of %s/%s: %v", pod, container, err)
+	}
+	return string(raw)
+}
+
+// waitLog waits until the container's log contains want and returns it.
+func (b *bed) waitLog(pod, container, want string, timeout time.Duration) string {
+	b.t.Helper()
+	var last string
+	b.WaitFor(b.t, fmt.Sprintf("%q in the log of %s/%s", want, pod, container), timeout, func(ctx context.Context) (bool, error) {
+		raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		if err != nil {
+			return false, nil // not started yet
+		}
+		last = string(raw)
+		return strings.Contains(last, want), nil
+	})
+	return last
+}
+
+// exec runs cmd in a container through the apiserver and the kubelet, as
+// kubectl exec does.
+func (b *bed) exec(pod, container string, cmd ...string) (string, error) {
+	b.t.Helper()
+	req := b.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(b.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return "", err
+	}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
+	return out.String() + errb.String(), err
+}
+
+// apply creates the objects of a multi-document YAML manifest in the test's
+// namespace, after edit has had its say on each one.
+func (b *bed) apply(manifest []byte, edit func(*unstructured.Unstructured)) []*unstructured.Unstructured {
+	b.t.Helper()
+	dc, err := dynamic.NewForConfig(b.Config)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(b.Client.Discovery())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err == io.EOF {
+			break
+		} else if err != nil {
+			b.t.Fatalf("decode manifest: %v", err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if edit != nil {
+			edit(&obj)
+		}
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
+		if err != nil {
+			b.t.Fatalf("map %s: %v", gvk, err)
+		}
+		ri := dc.Resource(m.Resource)
+		var created *unstructured.Unstructured
+		if m.Scope.Name() == "namespace" {
+			obj.SetNamespace(b.ns)
+			created, err = ri.Namespace(b.ns).Create(context.Background(), &obj, metav1.CreateOptions{})
+		} else {
+			created, err = ri.Create(context.Background(), &obj, metav1.CreateOptions{})
+		}
+		if err != nil {
+			b.t.Fatalf("create %s %s: %v", gvk.Kind, obj.GetName(), err)
+		}
+		out = append(out, created)
+	}
+	return out
+}
+
+// repoFile reads a file of the repository.
+func repoFile(t *testing.T, rel string) []byte {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := localcluster.RepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
