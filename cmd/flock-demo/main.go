@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&steps, "steps", "3,5,2", "replica counts, in order")
 	fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "how long members may take to agree after a step")
 	fs.DurationVar(&c.Pause, "pause", 2*time.Second, "pause after each step")
+	mode := fs.String("mode", "auto", "members as real pods on the real node (real), as peer-finder processes here beside simulated pods (simulated), or real when the cluster has a real node (auto)")
+	image := fs.String("image", "ghcr.io/flockd/peer-finder:dev", "peer-finder image for real pods")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +81,21 @@ func run(ctx context.Context, args []string) error {
 	}
 	if c.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
+	}
+	real := *mode == "real"
+	switch *mode {
+	case "auto":
+		s, err := localcluster.Load(localcluster.DefaultStateDir(root))
+		real = err == nil && s.RealNode != nil
+	case "real", "simulated":
+	default:
+		return fmt.Errorf("-mode: %q is not auto, real or simulated", *mode)
+	}
+	if real {
+		c.Image = *image
+		c.Streams = func(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
+			return c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+		}
 	}
 	if c.HookDir, err = filepath.Abs(c.HookDir); err != nil {
 		return err

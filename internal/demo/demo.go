@@ -1,7 +1,8 @@
 // Package demo runs flock's main demonstration against the local cluster: a
-// headless Service and a StatefulSet, one peer-finder process per member
-// running as that member, and the members' hook deliveries shown live while
-// the StatefulSet is scaled.
+// headless Service and a StatefulSet whose members' hook deliveries are shown
+// live while the StatefulSet is scaled. With Config.Image the members are
+// real pods on the cluster's real node, peer-finder a native sidecar in each;
+// without it, one peer-finder process per simulated member runs here.
 package demo
 
 import (
@@ -40,6 +41,11 @@ type Config struct {
 	Pause       time.Duration // after each step, so people can follow
 	Out         io.Writer
 	Color       bool
+	// Image, when set, runs the members as real pods on the real node with
+	// this peer-finder image; PeerFinder and DNSAddr are then unused.
+	Image string
+	// Client's config, for streaming the pods' logs.
+	Streams func(ctx context.Context, ns, pod, container string) (io.ReadCloser, error)
 }
 
 const service = "web"
@@ -61,7 +67,11 @@ func Run(ctx context.Context, c Config) (err error) {
 		return fmt.Errorf("create namespace: %w", err)
 	}
 	d.ns = ns.Name
-	d.say("namespace %s: headless Service %q (publishNotReadyAddresses) and a StatefulSet of %d", d.ns, service, c.Steps[0])
+	where := "peer-finder per member on this machine (simulated pods)"
+	if c.Image != "" {
+		where = "real pods on node " + realNode + ", " + c.Image + " as a native sidecar"
+	}
+	d.say("namespace %s: headless Service %q (publishNotReadyAddresses) and a StatefulSet of %d: %s", d.ns, service, c.Steps[0], where)
 	defer func() {
 		d.stopAll()
 		cleanup := context.WithoutCancel(ctx)
@@ -112,7 +122,8 @@ type demo struct {
 // member is one running peer-finder, acting as pod name.
 type member struct {
 	name   string
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd          // peer-finder on this machine (simulated members)
+	cancel context.CancelFunc // stops following the pod's log (real pods)
 	exited chan struct{}
 	hooks  string // path of the hooks' output
 	offset int64  // how much of hooks was printed
@@ -147,6 +158,11 @@ func (d *demo) createWorkload(ctx context.Context) error {
 			},
 		},
 	}
+	if d.Image != "" {
+		if err := d.realPods(ctx, sts); err != nil {
+			return err
+		}
+	}
 	if _, err := d.Client.AppsV1().StatefulSets(d.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create statefulset: %w", err)
 	}
@@ -175,7 +191,7 @@ func (d *demo) converge(ctx context.Context, n int) error {
 		}
 		alive := map[string]bool{}
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && (d.Image == "" || running(&p, "app")) {
 				alive[p.Name] = true
 			}
 		}
@@ -219,6 +235,9 @@ func (d *demo) start(name string) error {
 	if _, ok := d.members[name]; ok {
 		return nil
 	}
+	if d.Image != "" {
+		return d.follow(name)
+	}
 	logf, err := os.OpenFile(filepath.Join(d.LogDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", name, err)
@@ -257,6 +276,13 @@ func (d *demo) start(name string) error {
 }
 
 func (d *demo) stop(m *member, why string) {
+	if m.cancel != nil {
+		m.cancel()
+		<-m.exited
+		d.flush(m)
+		d.print(m.name, "pod stopped: "+why)
+		return
+	}
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-m.exited:

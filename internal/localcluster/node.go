@@ -371,6 +371,9 @@ func startNode(ctx context.Context, s *State, o Options, cs kubernetes.Interface
 	if err := waitHTTP(ctx, s, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ProxyHealthz), false); err != nil {
 		return err
 	}
+	if err := startStorage(ctx, s, cs, start); err != nil {
+		return err
+	}
 	step("real node ready")
 	return nil
 }

@@ -1,0 +1,65 @@
+package realnode
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/internal/localcluster"
+)
+
+// TestDefaultStorageClass: a StatefulSet's volumeClaimTemplates get real
+// volumes from the default StorageClass, and a member that is deleted comes
+// back to its own data.
+func TestDefaultStorageClass(t *testing.T) {
+	b := newBed(t)
+	b.service("db")
+	spec := corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "db", Image: Image,
+		Command: []string{"/bin/bash", "-c", `[ -e /data/id ] || echo "$HOSTNAME $RANDOM" > /data/id; echo "data: $(cat /data/id)"; exec sleep infinity`},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+	}}}
+	onRealNode(&spec)
+	_, err := b.Client.AppsV1().StatefulSets(b.ns).Create(context.Background(), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			ServiceName: "db", Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}}, Spec: spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Mi")}},
+				},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := b.waitLog("db-0", "db", "data: ", 3*time.Minute)
+	pvc, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Get(context.Background(), "data-db-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := ptr.Deref(pvc.Spec.StorageClassName, ""); sc != localcluster.StorageClass || pvc.Status.Phase != corev1.ClaimBound {
+		t.Errorf("claim data-db-0: class %q, phase %s; want %s, Bound", sc, pvc.Status.Phase, localcluster.StorageClass)
+	}
+	old := b.waitPod("db-0", "running", time.Minute, containerRunning("db"))
+	if err := b.Client.CoreV1().Pods(b.ns).Delete(context.Background(), "db-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitPod("db-0", "re-created", 2*time.Minute, func(p *corev1.Pod) bool { return p.UID != old.UID && containerRunning("db")(p) })
+	second := b.waitLog("db-0", "db", "data: ", time.Minute)
+	if strings.TrimSpace(first) != strings.TrimSpace(second) {
+		t.Errorf("the re-created member lost its data: first %q, then %q", first, second)
+	}
+}
