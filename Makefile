@@ -11,7 +11,7 @@ help: ## Show this help.
 build: ## Build peer-finder (and other binaries) into ./bin.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: cluster-build verify ## Run all tests (unit and integration, race detector on) against the local cluster.
+test: cluster-build images verify ## Run all tests (unit, integration, real pods on the real node; race detector on) against the local cluster.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@# Reuses a running cluster; one started here is stopped when the tests end.
@@ -23,10 +23,10 @@ FLOCK_CLUSTER := $(BIN)/flock-cluster
 $(FLOCK_CLUSTER): FORCE
 	@$(GO) build -o $@ ./cmd/flock-cluster
 
-cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes, kwok, CoreDNS under ~/.cache/flock.
+cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes (control plane, kubelet, kube-proxy), kwok, CoreDNS, local-path-provisioner under ~/.cache/flock; as root, install the real node's Debian packages.
 	@$(FLOCK_CLUSTER) build
 
-cluster-up: cluster-build ## Start the local cluster (or reuse it); prints exports: eval "$(make -s cluster-up)".
+cluster-up: cluster-build images ## Start the local cluster (or reuse it); prints exports: eval "$(make -s cluster-up)".
 	@$(FLOCK_CLUSTER) up
 
 cluster-env: $(FLOCK_CLUSTER) ## Print the exports (KUBECONFIG, FLOCK_DNS, ...) of the running local cluster.
@@ -35,11 +35,16 @@ cluster-env: $(FLOCK_CLUSTER) ## Print the exports (KUBECONFIG, FLOCK_DNS, ...) 
 cluster-down: $(FLOCK_CLUSTER) ## Stop the local cluster (exactly the processes cluster-up started).
 	@$(FLOCK_CLUSTER) down
 
-demo: cluster-build ## The main demo: peer-finder per StatefulSet member on the local cluster, scaled 3 -> 5 -> 2.
+demo: cluster-build images ## The main demo: a StatefulSet of real pods on the real node, peer-finder's image as a sidecar in each, scaled 3 -> 5 -> 2 (simulated pods without root).
 	@$(GO) build -o $(BIN)/peer-finder ./cmd/peer-finder
 	@$(GO) build -o $(BIN)/flock-demo ./cmd/flock-demo
 	@# Reuses a running cluster; one started here is stopped when the demo ends.
 	@$(FLOCK_CLUSTER) exec -- $(BIN)/flock-demo
+
+demo-simulated: cluster-build ## The demo on simulated (kwok) pods, one peer-finder process per member on this machine.
+	@$(GO) build -o $(BIN)/peer-finder ./cmd/peer-finder
+	@$(GO) build -o $(BIN)/flock-demo ./cmd/flock-demo
+	@$(FLOCK_CLUSTER) exec -- $(BIN)/flock-demo -mode=simulated
 
 # Images: static binaries per architecture, then OCI archives in bin/images
 # (no base image, no registry; Debian packages cached in ~/.cache/flock/debs).
@@ -106,5 +111,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests verify controller controller-demo
 
-.PHONY: help build test mutate images bench cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test mutate images demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

@@ -154,8 +154,8 @@ func TestInitContainerOnStart(t *testing.T) {
 			b.service("web")
 			b.rbac(tc.rbac...)
 			init := corev1.Container{
-				Name: "peer-finder",
-				Args: append([]string{"-on-start=/scripts/on-start.sh", "-service=web", "-expect=2"}, tc.args...),
+				Name:            "peer-finder",
+				Args:            append([]string{"-on-start=/scripts/on-start.sh", "-service=web", "-expect=2"}, tc.args...),
 				SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true)},
 			}
 			spec := corev1.PodSpec{InitContainers: []corev1.Container{init}, Containers: []corev1.Container{app}}

@@ -23,7 +23,7 @@ func TestDefaultStorageClass(t *testing.T) {
 	b.service("db")
 	spec := corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "db", Image: Image,
-		Command: []string{"/bin/bash", "-c", `[ -e /data/id ] || echo "$HOSTNAME $RANDOM" > /data/id; echo "data: $(cat /data/id)"; exec sleep infinity`},
+		Command:      []string{"/bin/bash", "-c", `[ -e /data/id ] || echo "$HOSTNAME $RANDOM" > /data/id; echo "data: $(cat /data/id)"; exec sleep infinity`},
 		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 	}}}
 	onRealNode(&spec)
