@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"io/fs"
 	"os"
@@ -45,7 +46,7 @@ func makeDeb(t *testing.T, dir, name, version, arch string, files map[string]str
 		}
 	}
 	out := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.deb", name, strings.ReplaceAll(version, ":", "%3a"), arch))
-	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", root, out).CombinedOutput(); err != nil {
+	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", root, out).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg-deb --build: %v\n%s", err, b)
 	}
 	return out
@@ -140,5 +141,25 @@ func TestWithLibraries(t *testing.T) {
 	delete(lib, "/lib/x86_64-linux-gnu/libc.so.6")
 	if _, err := WithLibraries(map[string]File{"/usr/bin/getent": host["/usr/bin/getent"]}, lib, libDirs, "/usr/bin/getent"); err == nil || !strings.Contains(err.Error(), "libc.so.6") {
 		t.Errorf("without libc.so.6: err %v, want one naming libc.so.6", err)
+	}
+}
+
+func TestReadELFHead(t *testing.T) {
+	data, err := os.ReadFile("/usr/bin/getent")
+	if err != nil || runtime.GOARCH != "amd64" {
+		t.Skip("needs the host's amd64 /usr/bin/getent")
+	}
+	h, err := ReadELFHead(data[:min(len(data), 64<<10)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Machine != elf.EM_X86_64 || !h.Interp || !h.Dynamic {
+		t.Errorf("getent head %+v, want x86-64 with PT_INTERP and PT_DYNAMIC", h)
+	}
+	if _, err := ReadELFHead(data[:100]); err == nil {
+		t.Error("program headers cut off: no error")
+	}
+	if _, err := ReadELFHead([]byte("#!/bin/sh\n")); err == nil {
+		t.Error("a script: no error")
 	}
 }

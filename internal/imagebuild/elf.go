@@ -3,6 +3,8 @@ package imagebuild
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -41,6 +43,50 @@ func ReadELF(data []byte) (ELF, error) {
 		return ELF{}, fmt.Errorf("elf: needed libraries: %w", err)
 	}
 	return e, nil
+}
+
+// ELFHead is what the start of an executable tells: the ELF header and the
+// program headers, which linkers place right after it.
+type ELFHead struct {
+	Machine elf.Machine
+	// Interp: there is a PT_INTERP (a dynamic loader runs the program).
+	Interp bool
+	// Dynamic: there is a PT_DYNAMIC (dynamically linked, or static-pie).
+	Dynamic bool
+}
+
+// ReadELFHead reads an ELF file's head from a prefix of it (64 KiB is
+// plenty), so a large binary need not be read whole. Only 64-bit
+// little-endian files (amd64, arm64) are supported.
+func ReadELFHead(prefix []byte) (ELFHead, error) {
+	if len(prefix) < 64 || string(prefix[:4]) != elf.ELFMAG {
+		return ELFHead{}, errors.New("elf: not an ELF file")
+	}
+	if elf.Class(prefix[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(prefix[elf.EI_DATA]) != elf.ELFDATA2LSB {
+		return ELFHead{}, errors.New("elf: not 64-bit little-endian")
+	}
+	var h elf.Header64
+	if err := binary.Read(bytes.NewReader(prefix), binary.LittleEndian, &h); err != nil {
+		return ELFHead{}, fmt.Errorf("elf: header: %w", err)
+	}
+	head := ELFHead{Machine: elf.Machine(h.Machine)}
+	for i := range int(h.Phnum) {
+		off := int(h.Phoff) + i*int(h.Phentsize)
+		var p elf.Prog64
+		if off < 0 || off+binary.Size(p) > len(prefix) {
+			return ELFHead{}, fmt.Errorf("elf: program header %d lies beyond the first %d bytes", i, len(prefix))
+		}
+		if err := binary.Read(bytes.NewReader(prefix[off:]), binary.LittleEndian, &p); err != nil {
+			return ELFHead{}, fmt.Errorf("elf: program header %d: %w", i, err)
+		}
+		switch elf.ProgType(p.Type) {
+		case elf.PT_INTERP:
+			head.Interp = true
+		case elf.PT_DYNAMIC:
+			head.Dynamic = true
+		}
+	}
+	return head, nil
 }
 
 // WithLibraries adds to files what the dynamic ELF executables at paths in

@@ -71,18 +71,19 @@ var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AA
 // Supported reports whether the images can be built for goarch.
 func Supported(goarch string) bool { _, ok := triplets[goarch]; return ok }
 
-// CheckBinary fails unless data is a static ELF executable for goarch, as
-// CGO_ENABLED=0 builds it: the images carry no C library for our binaries.
+// CheckBinary fails unless data (the whole file or its first 64 KiB) is a
+// static ELF executable for goarch, as CGO_ENABLED=0 builds it: the images
+// carry no C library for our binaries.
 func CheckBinary(name string, data []byte, goarch string) error {
-	e, err := imagebuild.ReadELF(data)
+	h, err := imagebuild.ReadELFHead(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if want, ok := machines[goarch]; !ok || e.Machine != want {
-		return fmt.Errorf("%s: ELF machine %v is not GOARCH %s", name, e.Machine, goarch)
+	if want, ok := machines[goarch]; !ok || h.Machine != want {
+		return fmt.Errorf("%s: ELF machine %v is not GOARCH %s", name, h.Machine, goarch)
 	}
-	if e.Interp != "" || len(e.Needed) > 0 {
-		return fmt.Errorf("%s: dynamically linked (interpreter %q, needs %v): build with CGO_ENABLED=0", name, e.Interp, e.Needed)
+	if h.Interp || h.Dynamic {
+		return fmt.Errorf("%s: dynamically linked: build with CGO_ENABLED=0", name)
 	}
 	return nil
 }
