@@ -42,10 +42,20 @@ const (
 	// ReassignAnnotation is the explicit user action that moves members to
 	// other nodes in NodePinned mode. Its value is a comma-separated list of
 	// entries "<ordinal>=<node>" (move the member to that node) or
-	// "<ordinal>" (move the member to any free eligible node, but only while
-	// its recorded node is gone or unschedulable). The data on the old node
-	// stays there: its PersistentVolume is released, not deleted.
+	// "<ordinal>" (move the member to any free eligible node, only if its
+	// node is gone or no longer eligible at the time the controller reads
+	// the entry). It is a one-time request, never a standing order: the
+	// controller removes each entry once it has started the move or refused
+	// it (a ReassignRefused Event says why). Moves run one at a time: while
+	// a member moves, the other entries stay in the annotation and start
+	// when the moving member is Ready on its new node. The member starts
+	// with empty data on the new node; the data on the old node stays there:
+	// its PersistentVolume is released, not deleted.
 	ReassignAnnotation = "flockd.io/reassign"
+	// ReassignParallelAnnotation set to "true" starts all entries of
+	// ReassignAnnotation at once instead of one at a time. It is removed
+	// together with the last entry.
+	ReassignParallelAnnotation = "flockd.io/reassign-parallel"
 )
 
 // Labels the controller puts on the objects it makes.
@@ -188,6 +198,12 @@ type MemberStatus struct {
 	// Waiting says why the member cannot run, if it cannot.
 	// +optional
 	Waiting string `json:"waiting,omitempty"`
+	// MovingFrom is set while an explicit reassignment of the member is
+	// under way: the node it leaves (its data stays there). The controller
+	// releases the member's claims bound there and deletes its pod, and
+	// clears MovingFrom once the member is Ready on Node.
+	// +optional
+	MovingFrom string `json:"movingFrom,omitempty"`
 }
 
 // FlockStatus is the observed state of a Flock.

@@ -4,11 +4,14 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,7 +64,8 @@ type Reconciler struct {
 // conflictRetry is how soon a status write that lost a race is retried.
 const conflictRetry = 200 * time.Millisecond
 
-// +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=get;list;watch
+// Patching flocks only consumes the flockd.io/reassign annotation.
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
@@ -87,15 +91,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	obs, err := r.reconcile(ctx, &f)
-	obs.Err = err
+	if err != nil {
+		// The last good status stays; only the Degraded condition says what failed.
+		r.Recorder.Eventf(&f, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%s", bounded(err.Error()))
+		if serr := r.updateStatus(ctx, &f, ErrorStatus(f.Status, f.Generation, err)); serr != nil {
+			return ctrl.Result{}, errors.Join(err, serr)
+		}
+		return ctrl.Result{}, err
+	}
 	if serr := r.writeStatus(ctx, &f, obs); serr != nil {
-		if err == nil && apierrors.IsConflict(serr) {
+		if apierrors.IsConflict(serr) {
 			// The cache lagged behind a write; retry with fresh data, quietly.
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
-		return ctrl.Result{}, errors.Join(err, serr)
+		return ctrl.Result{}, serr
 	}
-	return ctrl.Result{}, err
+	if err := r.consumeReassign(ctx, &f, obs.Placement); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+			// The annotation changed meanwhile (the patch's test failed): decide again.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
 }
 
 // reconcile applies the desired objects and returns what it observed.
@@ -199,68 +217,95 @@ func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock) (Placement, ma
 		infos = append(infos, NodeInfoFrom(&nodes.Items[i]))
 		hostnames[nodes.Items[i].Name] = nodes.Items[i].Labels[hostnameLabel]
 	}
-	reassign, err := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
-	if err != nil {
-		return Placement{}, nil, fmt.Errorf("annotation %s: %w", flockv1.ReassignAnnotation, err)
+	// A malformed annotation is refused as a whole (and consumed): it never
+	// stops the reconcile, and no entry of it moves anything.
+	reassign, perr := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
+	moving := map[int32]string{}
+	for _, m := range f.Status.Members {
+		if m.MovingFrom != "" {
+			moving[m.Ordinal] = m.MovingFrom
+		}
 	}
-	return Place(PlacementInput{
+	p := Place(PlacementInput{
 		Replicas:    replicas(f),
 		Current:     CurrentAssignments(f.Status.Members, pvs),
 		Nodes:       infos,
 		Selector:    f.Spec.NodeSelector,
 		Tolerations: f.Spec.Tolerations,
 		Reassign:    reassign,
-	}), hostnames, nil
+		Moving:      moving,
+		Parallel:    f.Annotations[flockv1.ReassignParallelAnnotation] == "true",
+	})
+	if perr != nil {
+		p.Invalid = fmt.Sprintf("annotation %s=%q: %v", flockv1.ReassignAnnotation, f.Annotations[flockv1.ReassignAnnotation], perr)
+	}
+	return p, hostnames, nil
 }
 
-// CurrentAssignments merges where members' data is (volumes that are not
-// Released) with the recorded status. The status wins when it names one of
-// the member's volumes' nodes (a move in progress); otherwise the volumes
-// win, since the data is there.
+// CurrentAssignments merges where members' data is (their volumes) with
+// the recorded status. The status wins when it records a move under way
+// (movingFrom) or names one of the member's volumes' nodes; otherwise the
+// volumes win, since the data is there: a bound volume first, then an
+// available one, then a released one (a claim deleted or a namespace
+// re-created leaves the data on that node, so the member goes back there).
 func CurrentAssignments(members []flockv1.MemberStatus, pvs []corev1.PersistentVolume) map[int32]string {
-	onDisk := map[int32][]string{}
+	type candidate struct {
+		rank int
+		node string
+	}
+	rank := func(phase corev1.PersistentVolumePhase) int {
+		switch phase {
+		case corev1.VolumeBound:
+			return 0
+		case corev1.VolumeReleased, corev1.VolumeFailed:
+			return 2
+		}
+		return 1
+	}
+	onDisk := map[int32][]candidate{}
 	for i := range pvs {
 		pv := &pvs[i]
-		if pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed || pv.DeletionTimestamp != nil {
+		if pv.DeletionTimestamp != nil {
 			continue
 		}
 		ord, err := strconv.ParseInt(pv.Labels[flockv1.MemberLabel], 10, 32)
 		node := pv.Annotations[nodeAnnotation]
-		if err != nil || node == "" {
+		if err != nil || node == "" || ord < 0 {
 			continue
 		}
-		if !slices.Contains(onDisk[int32(ord)], node) {
-			onDisk[int32(ord)] = append(onDisk[int32(ord)], node)
-		}
+		onDisk[int32(ord)] = append(onDisk[int32(ord)], candidate{rank(pv.Status.Phase), node})
 	}
 	out := map[int32]string{}
+	moving := map[int32]bool{}
 	for _, m := range members {
 		if m.Node != "" {
 			out[m.Ordinal] = m.Node
+			moving[m.Ordinal] = m.MovingFrom != ""
 		}
 	}
-	for ord, nodes := range onDisk {
-		if cur, ok := out[ord]; ok && slices.Contains(nodes, cur) {
+	for ord, cands := range onDisk {
+		if cur, ok := out[ord]; ok && (moving[ord] || slices.ContainsFunc(cands, func(c candidate) bool { return c.node == cur })) {
 			continue
 		}
-		out[ord] = slices.Min(nodes)
+		best := slices.MinFunc(cands, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.node, b.node)) })
+		out[ord] = best.node
 	}
 	return out
 }
 
-// completeMoves finishes explicit reassignments: a member listed in the
-// reassign annotation whose claims are bound to volumes on another node
-// gets those claims deleted (the volumes and the data stay, Released) and
-// its pod deleted unless it already runs on the new node; the StatefulSet
-// then recreates both, and the claims bind to the new pre-bound volumes.
+// completeMoves carries out the moves recorded in status (movingFrom): an
+// active moving member's claims bound to volumes on another node than its
+// new one are deleted (the volumes and the data stay, Released) and its pod
+// is deleted unless it already runs on the new node; the StatefulSet then
+// recreates both, and the claims bind to the new pre-bound volumes. Only
+// claims carrying the Flock's label are deleted.
 func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Placement) error {
-	reassign, _ := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
-	for _, ord := range sortedKeys(reassign) {
-		node, ok := p.Assign[ord]
-		if !ok || ord >= replicas(f) {
+	for _, m := range f.Status.Members {
+		node, ok := p.Assign[m.Ordinal]
+		if m.MovingFrom == "" || !ok || m.Ordinal >= replicas(f) {
 			continue
 		}
-		moved := false
+		ord := m.Ordinal
 		for _, vol := range localStorage(f).Volumes {
 			var pvc corev1.PersistentVolumeClaim
 			key := types.NamespacedName{Namespace: f.Namespace, Name: ClaimName(f, vol, ord)}
@@ -270,20 +315,14 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 				}
 				return fmt.Errorf("get claim %s: %w", key.Name, err)
 			}
-			if pvc.Spec.VolumeName == "" || pvc.Spec.VolumeName == VolumeName(f, vol, ord, node) {
-				continue
-			}
-			moved = true
-			if pvc.DeletionTimestamp != nil {
+			if pvc.Spec.VolumeName == "" || pvc.Spec.VolumeName == VolumeName(f, vol, ord, node) || pvc.DeletionTimestamp != nil ||
+				pvc.Labels[flockv1.FlockLabel] != f.Name {
 				continue
 			}
 			if err := r.Client.Delete(ctx, &pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("delete claim %s of moved member: %w", key.Name, err)
 			}
 			log.FromContext(ctx).Info("released claim of moved member", "member", ord, "claim", key.Name, "volume", pvc.Spec.VolumeName, "node", node)
-		}
-		if !moved {
-			continue
 		}
 		var pod corev1.Pod
 		key := types.NamespacedName{Namespace: f.Namespace, Name: fmt.Sprintf("%s-%d", f.Name, ord)}
@@ -299,7 +338,50 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 		if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete pod %s of moved member: %w", key.Name, err)
 		}
-		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "MemberMoved", "Reassign", "member %d moved to node %s; its old data stays on the old node", ord, node)
+		log.FromContext(ctx).Info("deleted pod of moved member", "member", ord, "pod", key.Name, "node", node)
+	}
+	return nil
+}
+
+// consumeReassign removes from the reassign annotation every entry that
+// was started or refused, keeping the queued ones, and emits an Event per
+// refused entry. It runs after the status recording the started moves is
+// written; the JSON patch tests the value it decided from, so an entry
+// added meanwhile is never dropped unread.
+func (r *Reconciler) consumeReassign(ctx context.Context, f *flockv1.Flock, p Placement) error {
+	old, ok := f.Annotations[flockv1.ReassignAnnotation]
+	if !ok {
+		return nil
+	}
+	next := FormatReassign(p.Queued)
+	if p.Invalid != "" {
+		next = ""
+	}
+	if next == old {
+		return nil
+	}
+	path := "/metadata/annotations/" + strings.ReplaceAll(flockv1.ReassignAnnotation, "/", "~1")
+	ops := []map[string]any{{"op": "test", "path": path, "value": old}}
+	if next == "" {
+		ops = append(ops, map[string]any{"op": "remove", "path": path})
+		if _, ok := f.Annotations[flockv1.ReassignParallelAnnotation]; ok {
+			ops = append(ops, map[string]any{"op": "remove", "path": "/metadata/annotations/" + strings.ReplaceAll(flockv1.ReassignParallelAnnotation, "/", "~1")})
+		}
+	} else {
+		ops = append(ops, map[string]any{"op": "replace", "path": path, "value": next})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode reassign patch: %w", err)
+	}
+	if err := r.Client.Patch(ctx, f, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("consume annotation %s: %w", flockv1.ReassignAnnotation, err)
+	}
+	if p.Invalid != "" {
+		r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "ReassignRefused", "Reassign", "%s", bounded(p.Invalid))
+	}
+	for _, o := range sortedKeys(p.Refused) {
+		r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "ReassignRefused", "Reassign", "reassign %d refused: %s", o, p.Refused[o])
 	}
 	return nil
 }
@@ -338,22 +420,32 @@ func dropNulls(m map[string]any) {
 	}
 }
 
-// writeStatus writes the status if it changed, and emits an Event for each
-// member that starts waiting.
+// writeStatus writes the status computed from obs if it changed, and emits
+// an Event for each member that starts waiting or moving.
 func (r *Reconciler) writeStatus(ctx context.Context, f *flockv1.Flock, obs Observed) error {
 	st := Status(obs)
 	was := map[int32]string{}
 	for _, m := range f.Status.Members {
 		was[m.Ordinal] = m.Waiting
 	}
+	if err := r.updateStatus(ctx, f, st); err != nil {
+		return err
+	}
 	for _, m := range st.Members {
 		if m.Waiting != "" && was[m.Ordinal] != m.Waiting {
 			r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "MemberWaiting", "Place", "member %s-%d waits: %s", f.Name, m.Ordinal, waitMessage(m.Waiting, m.Node))
 		}
 	}
-	if obs.Err != nil {
-		r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%s", obs.Err.Error())
+	for _, o := range sortedKeys(obs.Placement.Started) {
+		from := obs.Placement.Started[o]
+		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "MemberMoved", "Reassign",
+			"member %d moves from node %s to %s and starts there with empty data; its old data stays on %s", o, from, obs.Placement.Assign[o], from)
 	}
+	return nil
+}
+
+// updateStatus writes st as f's status unless it is unchanged.
+func (r *Reconciler) updateStatus(ctx context.Context, f *flockv1.Flock, st flockv1.FlockStatus) error {
 	if equality.Semantic.DeepEqual(st, f.Status) {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -679,21 +680,9 @@ func TestReassign(t *testing.T) {
 	f := e.get("mv")
 	oldPV := controller.VolumeName(f, "data", 1, nodes[1])
 
-	// A bare "1" moves member 1 only while its node is unusable.
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"1"}}}`, flockv1.ReassignAnnotation)
-	if err := e.cl.Patch(ctx, f, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
-	e.c.WaitFor(t, "annotation seen", deadline, func(context.Context) (bool, error) {
-		f := e.get("mv")
-		return f.Status.ObservedGeneration == f.Generation && members(f)[1].Node == nodes[1], nil
-	})
-	time.Sleep(time.Second)
-	if got := members(e.get("mv"))[1].Node; got != nodes[1] {
-		t.Fatalf("member 1 moved to %s although its node %s is fine", got, nodes[1])
-	}
-
-	e.setUnschedulable(nodes[1], true)
+	// An explicit "1=<node>" moves member 1 even though its node is fine,
+	// and the annotation is consumed.
+	e.annotate("mv", flockv1.ReassignAnnotation, "1="+free)
 	e.c.WaitFor(t, "member 1 reassigned to "+free, deadline, func(context.Context) (bool, error) {
 		return members(e.get("mv"))[1].Node == free, nil
 	})
@@ -701,6 +690,11 @@ func TestReassign(t *testing.T) {
 	if got[1] != free || got[0] != nodes[0] {
 		t.Fatalf("after reassign: placement %v, want member 1 on %s, member 0 on %s", got, free, nodes[0])
 	}
+	e.c.WaitFor(t, "move done: annotation consumed, movingFrom cleared", deadline, func(context.Context) (bool, error) {
+		f := e.get("mv")
+		_, left := f.Annotations[flockv1.ReassignAnnotation]
+		return !left && members(f)[1].MovingFrom == "", fmt.Errorf("annotations %v, member 1 %+v", f.Annotations, members(f)[1])
+	})
 	var pv corev1.PersistentVolume
 	if err := e.cl.Get(ctx, types.NamespacedName{Name: oldPV}, &pv); err != nil {
 		t.Fatalf("old volume of member 1: %v (data must stay)", err)
@@ -708,13 +702,43 @@ func TestReassign(t *testing.T) {
 	if pv.Status.Phase != corev1.VolumeReleased {
 		t.Errorf("old volume %s phase %s, want Released", oldPV, pv.Status.Phase)
 	}
-	e.c.WaitFor(t, "MemberMoved event", deadline, func(ctx context.Context) (bool, error) {
+	e.waitEvent("MemberMoved", "")
+}
+
+// annotate sets (or, for value "-", removes) an annotation of Flock name.
+func (e *env) annotate(name, key, value string) {
+	v := any(value)
+	if value == "-" {
+		v = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f := &flockv1.Flock{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}
+	if err := e.cl.Patch(context.Background(), f, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.t.Fatalf("annotate flock %s %s=%q: %v", name, key, value, err)
+	}
+}
+
+// waitEvent waits for an Event of the reason (whose note contains substr)
+// in the test's namespace and returns its note.
+func (e *env) waitEvent(reason, substr string) string {
+	var note string
+	e.c.WaitFor(e.t, fmt.Sprintf("%s event (%q)", reason, substr), deadline, func(ctx context.Context) (bool, error) {
 		evs, err := e.c.Client.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		return slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool { return ev.Reason == "MemberMoved" }), nil
+		for _, ev := range evs.Items {
+			if ev.Reason == reason && strings.Contains(ev.Note, substr) {
+				note = ev.Note
+				return true, nil
+			}
+		}
+		return false, nil
 	})
+	return note
 }
 
 // TestAPIValidation checks the CRD's schema and rules on the real API server.

@@ -40,8 +40,13 @@ type PlacementInput struct {
 	// Selector and Tolerations define the eligible nodes.
 	Selector    map[string]string
 	Tolerations []corev1.Toleration
-	// Reassign are the user's explicit moves (see ParseReassign).
+	// Reassign are the entries of the reassign annotation (see ParseReassign).
 	Reassign map[int32]string
+	// Moving are the members whose move is under way (status.members[].movingFrom
+	// of active members), ordinal -> node left.
+	Moving map[int32]string
+	// Parallel starts every valid Reassign entry at once instead of one at a time.
+	Parallel bool
 }
 
 // Placement is the result of Place.
@@ -50,8 +55,16 @@ type Placement struct {
 	Assign map[int32]string
 	// Waiting maps active members that cannot run now to the reason.
 	Waiting map[int32]string
-	// Moved lists the members whose node changed because of Reassign.
-	Moved []int32
+	// Started are the moves Reassign started now: ordinal -> node left.
+	Started map[int32]string
+	// Refused are the Reassign entries refused now, with the reason.
+	Refused map[int32]string
+	// Queued are the Reassign entries left for later because a move is
+	// under way; every other entry is consumed.
+	Queued map[int32]string
+	// Invalid says why the reassign annotation was refused as a whole
+	// (malformed); set by the reconciler, not by Place.
+	Invalid string
 }
 
 // Waiting reasons.
@@ -59,7 +72,6 @@ const (
 	WaitNodeGone          = "NodeGone"
 	WaitNodeUnschedulable = "NodeUnschedulable"
 	WaitNoEligibleNode    = "NoEligibleNode"
-	WaitReassignTarget    = "ReassignTargetNotEligible"
 )
 
 // Place assigns members to nodes, one member per node. It is pure.
@@ -67,10 +79,12 @@ const (
 // Rules, in order:
 //   - a recorded assignment is kept, even when its node is gone or
 //     unschedulable (the member then waits: its data is there);
-//   - an explicit reassignment "i=node" moves member i to that node if the
-//     node is eligible and holds no other member, else member i waits;
-//     a bare "i" moves member i to a free eligible node only while its
-//     recorded node is gone or unschedulable;
+//   - each Reassign entry is a one-time request, decided now: started,
+//     refused, or (while another move is under way, unless Parallel)
+//     queued. "i=node" starts if member i is active and the node is
+//     eligible and holds no other member; a bare "i" starts only if member
+//     i's node is gone or no longer eligible now, and a free eligible node
+//     exists. Nothing else ever moves a member;
 //   - new active members go, lowest ordinal first, to free eligible
 //     nodes, preferring the zone with the fewest members, then the node
 //     name; when no node is free they wait.
@@ -83,7 +97,7 @@ func Place(in PlacementInput) Placement {
 		n, ok := byName[name]
 		return ok && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
 	}
-	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}}
+	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}, Started: map[int32]string{}, Refused: map[int32]string{}, Queued: map[int32]string{}}
 	used := map[string]int32{}
 	for o, node := range in.Current {
 		if node == "" {
@@ -94,38 +108,51 @@ func Place(in PlacementInput) Placement {
 	}
 
 	// Explicit moves, lowest ordinal first so the result is deterministic.
+	busy := false
+	for o := range in.Moving {
+		busy = busy || o < in.Replicas
+	}
 	for _, o := range sortedKeys(in.Reassign) {
-		if o < 0 || o >= in.Replicas {
-			continue
-		}
 		target, cur := in.Reassign[o], p.Assign[o]
 		switch {
-		case target == "" && (cur == "" || eligible(cur)):
-			// Nothing to do: the member is fine where it is.
-		case target == "":
-			if n, ok := pickFree(in.Nodes, used, p.Assign, eligible); ok {
-				delete(used, cur)
-				p.Assign[o], used[n] = n, o
-				p.Moved = append(p.Moved, o)
-			}
+		case o >= in.Replicas:
+			p.Refused[o] = fmt.Sprintf("member %d is not active (replicas %d)", o, in.Replicas)
+			continue
+		case cur == "":
+			p.Refused[o] = fmt.Sprintf("member %d has no node yet", o)
+			continue
 		case target == cur:
-		default:
-			if owner, taken := used[target]; taken && owner != o || !eligible(target) {
-				p.Waiting[o] = WaitReassignTarget
+			continue // done: consumed without a move
+		case target == "" && eligible(cur):
+			p.Refused[o] = fmt.Sprintf("member %d's node %s is eligible; name a target (%d=<node>) to move it anyway", o, cur, o)
+			continue
+		case target != "" && !eligible(target):
+			p.Refused[o] = fmt.Sprintf("node %s is not eligible (missing, cordoned, not selected or with untolerated taints)", target)
+			continue
+		}
+		if owner, taken := used[target]; target != "" && taken && owner != o {
+			p.Refused[o] = fmt.Sprintf("node %s holds member %d", target, owner)
+			continue
+		}
+		if busy && !in.Parallel {
+			p.Queued[o] = target
+			continue
+		}
+		if target == "" {
+			n, ok := pickFree(in.Nodes, used, p.Assign, eligible)
+			if !ok {
+				p.Refused[o] = "no free eligible node"
 				continue
 			}
-			if cur != "" {
-				delete(used, cur)
-			}
-			p.Assign[o], used[target] = target, o
-			p.Moved = append(p.Moved, o)
+			target = n
 		}
+		delete(used, cur)
+		p.Assign[o], used[target] = target, o
+		p.Started[o] = cur
+		busy = true
 	}
 
 	for o := int32(0); o < in.Replicas; o++ {
-		if _, waiting := p.Waiting[o]; waiting {
-			continue
-		}
 		node, ok := p.Assign[o]
 		if !ok {
 			n, found := pickFree(in.Nodes, used, p.Assign, eligible)
@@ -144,6 +171,23 @@ func Place(in PlacementInput) Placement {
 		}
 	}
 	return p
+}
+
+// FormatReassign is the annotation value of the entries in m (the inverse
+// of ParseReassign), "" for none.
+func FormatReassign(m map[int32]string) string {
+	var b strings.Builder
+	for _, o := range sortedKeys(m) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(o)))
+		if m[o] != "" {
+			b.WriteByte('=')
+			b.WriteString(m[o])
+		}
+	}
+	return b.String()
 }
 
 // pickFree returns the free eligible node in the zone with the fewest

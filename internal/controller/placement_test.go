@@ -31,7 +31,9 @@ func TestPlace(t *testing.T) {
 		in          PlacementInput
 		wantAssign  map[int32]string
 		wantWaiting map[int32]string
-		wantMoved   []int32
+		wantStarted map[int32]string
+		wantRefused []int32
+		wantQueued  map[int32]string
 	}{{
 		name:       "fresh: spread over zones, then by name",
 		in:         PlacementInput{Replicas: 3, Nodes: four},
@@ -74,31 +76,72 @@ func TestPlace(t *testing.T) {
 		in:         PlacementInput{Replicas: 4, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3", 2: "n2", 3: "n4"}},
 		wantAssign: map[int32]string{0: "n1", 1: "n3", 2: "n2", 3: "n4"},
 	}, {
-		name: "reassign to a named free node",
+		name: "reassign to a named free node starts the move",
 		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
 			Reassign: map[int32]string{1: "n4"}},
-		wantAssign: map[int32]string{0: "n1", 1: "n4"}, wantMoved: []int32{1},
+		wantAssign: map[int32]string{0: "n1", 1: "n4"}, wantStarted: map[int32]string{1: "n3"},
 	}, {
-		name: "reassign already done is a no-op",
+		name: "reassign already done is consumed without a move",
 		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n4"},
 			Reassign: map[int32]string{1: "n4"}},
 		wantAssign: map[int32]string{0: "n1", 1: "n4"},
 	}, {
-		name: "reassign to a taken node: member waits, nothing moves",
+		name: "reassign to a taken node is refused, nothing moves",
 		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
 			Reassign: map[int32]string{1: "n1"}},
-		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantWaiting: map[int32]string{1: WaitReassignTarget},
+		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantRefused: []int32{1},
 	}, {
-		name: "bare reassign moves only a member whose node is unusable",
+		name: "reassign to an ineligible node is refused, never left pending",
+		in: PlacementInput{Replicas: 2, Current: map[int32]string{0: "n1", 1: "n3"},
+			Nodes:    []NodeInfo{node("n1", "a"), node("n2", "a", cordoned), node("n3", "b")},
+			Reassign: map[int32]string{1: "n2"}},
+		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantRefused: []int32{1},
+	}, {
+		name: "bare reassign moves only a member whose node is unusable now; the other entry is refused",
 		in: PlacementInput{Replicas: 2, Current: map[int32]string{0: "n1", 1: "n3"},
 			Nodes:    []NodeInfo{node("n1", "a"), node("n2", "a"), node("n3", "b", cordoned), node("n4", "b")},
 			Reassign: map[int32]string{0: "", 1: ""}},
-		wantAssign: map[int32]string{0: "n1", 1: "n2"}, wantMoved: []int32{1},
+		wantAssign: map[int32]string{0: "n1", 1: "n2"}, wantStarted: map[int32]string{1: "n3"}, wantRefused: []int32{0},
 	}, {
-		name: "reassign of an inactive member is ignored",
+		name: "bare reassign of a healthy member is refused (a later cordon is no move)",
+		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
+			Reassign: map[int32]string{1: ""}},
+		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantRefused: []int32{1},
+	}, {
+		name: "bare reassign to a gone node with no free node is refused",
+		in: PlacementInput{Replicas: 2, Nodes: []NodeInfo{node("n1", "a")}, Current: map[int32]string{0: "n1", 1: "n3"},
+			Reassign: map[int32]string{1: ""}},
+		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantWaiting: map[int32]string{1: WaitNodeGone}, wantRefused: []int32{1},
+	}, {
+		name: "reassign of an inactive member is refused, not kept for a later scale-up",
 		in: PlacementInput{Replicas: 1, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
 			Reassign: map[int32]string{1: "n4"}},
-		wantAssign: map[int32]string{0: "n1", 1: "n3"},
+		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantRefused: []int32{1},
+	}, {
+		name: "two moves: one at a time, the second queued",
+		in: PlacementInput{Replicas: 2, Nodes: []NodeInfo{node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "b"), node("n5", "b")},
+			Current: map[int32]string{0: "n1", 1: "n3"}, Reassign: map[int32]string{0: "n2", 1: "n4"}},
+		wantAssign: map[int32]string{0: "n2", 1: "n3"}, wantStarted: map[int32]string{0: "n1"}, wantQueued: map[int32]string{1: "n4"},
+	}, {
+		name: "a move under way queues every new one",
+		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n2", 1: "n3"},
+			Moving: map[int32]string{0: "n1"}, Reassign: map[int32]string{1: "n4"}},
+		wantAssign: map[int32]string{0: "n2", 1: "n3"}, wantQueued: map[int32]string{1: "n4"},
+	}, {
+		name: "an inactive member's stale move does not block",
+		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3", 2: "n2"},
+			Moving: map[int32]string{2: "n9"}, Reassign: map[int32]string{1: "n4"}},
+		wantAssign: map[int32]string{0: "n1", 1: "n4", 2: "n2"}, wantStarted: map[int32]string{1: "n3"},
+	}, {
+		name: "parallel: all moves start at once",
+		in: PlacementInput{Replicas: 2, Nodes: []NodeInfo{node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "b")},
+			Current: map[int32]string{0: "n1", 1: "n3"}, Reassign: map[int32]string{0: "n2", 1: "n4"}, Parallel: true},
+		wantAssign: map[int32]string{0: "n2", 1: "n4"}, wantStarted: map[int32]string{0: "n1", 1: "n3"},
+	}, {
+		name: "second entry targets the node the first one takes: refused",
+		in: PlacementInput{Replicas: 2, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
+			Reassign: map[int32]string{0: "n4", 1: "n4"}, Parallel: true},
+		wantAssign: map[int32]string{0: "n4", 1: "n3"}, wantStarted: map[int32]string{0: "n1"}, wantRefused: []int32{1},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,8 +155,14 @@ func TestPlace(t *testing.T) {
 					t.Errorf("Waiting = %v, want %v", got.Waiting, tt.wantWaiting)
 				}
 			}
-			if !slices.Equal(got.Moved, tt.wantMoved) {
-				t.Errorf("Moved = %v, want %v", got.Moved, tt.wantMoved)
+			if len(got.Started)+len(tt.wantStarted) > 0 && !maps.Equal(got.Started, tt.wantStarted) {
+				t.Errorf("Started = %v, want %v", got.Started, tt.wantStarted)
+			}
+			if refused := sortedKeys(got.Refused); !slices.Equal(refused, tt.wantRefused) {
+				t.Errorf("Refused = %v, want entries %v", got.Refused, tt.wantRefused)
+			}
+			if len(got.Queued)+len(tt.wantQueued) > 0 && !maps.Equal(got.Queued, tt.wantQueued) {
+				t.Errorf("Queued = %v, want %v", got.Queued, tt.wantQueued)
 			}
 			if !maps.Equal(tt.in.Current, before) {
 				t.Errorf("Place changed its input: %v, was %v", tt.in.Current, before)
@@ -128,6 +177,18 @@ func TestPlaceIsDeterministic(t *testing.T) {
 	for range 20 {
 		if got := Place(in); !maps.Equal(got.Assign, first.Assign) {
 			t.Fatalf("Place gave %v, then %v", first.Assign, got.Assign)
+		}
+	}
+}
+
+func TestFormatReassign(t *testing.T) {
+	for _, in := range []string{"", "1", "0=n1", "0,2=n2,10=n3"} {
+		m, err := ParseReassign(in)
+		if err != nil {
+			t.Fatalf("ParseReassign(%q): %v", in, err)
+		}
+		if got := FormatReassign(m); got != in {
+			t.Errorf("FormatReassign(ParseReassign(%q)) = %q", in, got)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +26,11 @@ type Observed struct {
 	StatefulSet *appsv1.StatefulSet
 	// Pods are the Flock's member pods.
 	Pods []corev1.Pod
-	// Err is the error that stopped the reconcile, if any.
-	Err error
 }
 
-// Status computes the Flock's status from what was observed. It is pure:
-// conditions keep their transition times when their status is unchanged.
+// Status computes the Flock's status from what a successful reconcile
+// observed. It is pure: conditions keep their transition times when their
+// status is unchanged.
 func Status(o Observed) flockv1.FlockStatus {
 	f := o.Flock
 	st := flockv1.FlockStatus{
@@ -61,9 +61,18 @@ func Status(o Observed) flockv1.FlockStatus {
 	for o := range pods {
 		ords[o] = true
 	}
+	movingFrom := map[int32]string{}
+	for _, m := range f.Status.Members {
+		movingFrom[m.Ordinal] = m.MovingFrom
+	}
 	var waiting []string
 	for _, ord := range sortedKeys(ords) {
-		m := flockv1.MemberStatus{Ordinal: ord, Active: ord < want, Node: o.Placement.Assign[ord]}
+		m := flockv1.MemberStatus{Ordinal: ord, Active: ord < want, Node: o.Placement.Assign[ord], MovingFrom: movingFrom[ord]}
+		if from, ok := o.Placement.Started[ord]; ok {
+			m.MovingFrom = from
+		} else if p := pods[ord]; p != nil && m.MovingFrom != "" && podReady(p) && p.Spec.NodeName == m.Node {
+			m.MovingFrom = "" // the move is done
+		}
 		if p := pods[ord]; p != nil {
 			m.Ready = podReady(p)
 			if m.Node == "" {
@@ -102,10 +111,8 @@ func Status(o Observed) flockv1.FlockStatus {
 		set(flockv1.ConditionAvailable, metav1.ConditionFalse, "MembersNotReady", fmt.Sprintf("%d of %d members ready", st.ReadyReplicas, want))
 	}
 	switch {
-	case o.Err != nil:
-		set(flockv1.ConditionDegraded, metav1.ConditionTrue, "ReconcileError", o.Err.Error())
 	case len(waiting) > 0:
-		set(flockv1.ConditionDegraded, metav1.ConditionTrue, "MembersWaiting", strings.Join(waiting, "; "))
+		set(flockv1.ConditionDegraded, metav1.ConditionTrue, "MembersWaiting", joinBounded(waiting))
 	default:
 		set(flockv1.ConditionDegraded, metav1.ConditionFalse, "AsExpected", "no member is waiting")
 	}
@@ -120,6 +127,45 @@ func Status(o Observed) flockv1.FlockStatus {
 	return st
 }
 
+// ErrorStatus is the status after a failed reconcile: the last good status
+// (members, counts, observedGeneration) stays, and the Degraded condition
+// says what failed. It is pure.
+func ErrorStatus(last flockv1.FlockStatus, generation int64, err error) flockv1.FlockStatus {
+	st := *last.DeepCopy()
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: flockv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "ReconcileError",
+		Message: bounded(err.Error()), ObservedGeneration: generation,
+	})
+	return st
+}
+
+// maxMessage bounds condition and Event messages (the API server refuses
+// condition messages over 32 KiB, and Events are for people).
+const maxMessage = 1024
+
+// bounded cuts s to at most maxMessage bytes, on a rune boundary.
+func bounded(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - len(" ...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " ..."
+}
+
+// maxListed is how many waiting members a condition message names.
+const maxListed = 10
+
+// joinBounded joins the first maxListed items and counts the rest.
+func joinBounded(items []string) string {
+	if len(items) <= maxListed {
+		return bounded(strings.Join(items, "; "))
+	}
+	return bounded(fmt.Sprintf("%s; and %d more", strings.Join(items[:maxListed], "; "), len(items)-maxListed))
+}
+
 func waitMessage(reason, node string) string {
 	switch reason {
 	case WaitNodeGone:
@@ -128,8 +174,6 @@ func waitMessage(reason, node string) string {
 		return fmt.Sprintf("node %s is unschedulable; the member waits for it", node)
 	case WaitNoEligibleNode:
 		return "no free eligible node"
-	case WaitReassignTarget:
-		return "the reassignment target is not an eligible free node"
 	}
 	return reason
 }

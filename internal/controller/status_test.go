@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,11 +93,6 @@ func TestStatus(t *testing.T) {
 			Pods: []corev1.Pod{pod("zk-0", "a", true), pod("zk-1", "b", true), pod("zk-2", "c", true), pod("zkx-0", "d", true)}},
 		replicas: 3, ready: 3, conds: conds{"True", "False", "False"},
 		members: map[int32]string{0: "a", 1: "b", 2: "c"},
-	}, {
-		name:     "reconcile error is Degraded",
-		obs:      Observed{Mode: flockv1.ModeNodePinned, Err: errors.New("apply StatefulSet zk: forbidden")},
-		replicas: 0, ready: 0, conds: conds{"False", "True", "True"}, degReason: "ReconcileError",
-		members: map[int32]string{},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,12 +159,93 @@ func TestStatusKeepsTransitionTime(t *testing.T) {
 	}
 }
 
+func TestErrorStatusKeepsTheLastGoodStatus(t *testing.T) {
+	good := Status(Observed{Flock: testFlock(), Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+		Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}},
+		Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true)}})
+	long := errors.New("apply StatefulSet zk: " + strings.Repeat("forbidden ", 5000))
+	st := ErrorStatus(good, 4, long)
+	if st.ObservedGeneration != good.ObservedGeneration || st.Replicas != 3 || st.ReadyReplicas != 3 || !slices.Equal(st.Members, good.Members) || st.Mode != good.Mode || st.Selector != good.Selector {
+		t.Errorf("error status %+v, want the last good one %+v with a Degraded condition", st, good)
+	}
+	c := meta.FindStatusCondition(st.Conditions, flockv1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "ReconcileError" || c.ObservedGeneration != 4 || len(c.Message) > maxMessage || !strings.HasPrefix(c.Message, "apply StatefulSet zk: forbidden") {
+		t.Errorf("Degraded = %+v (message %d bytes)", c, len(c.Message))
+	}
+	if a := meta.FindStatusCondition(st.Conditions, flockv1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v, want the last good True", a)
+	}
+	if good.Conditions[0].Type == "" || meta.FindStatusCondition(good.Conditions, flockv1.ConditionDegraded).Status != metav1.ConditionFalse {
+		t.Errorf("ErrorStatus changed its input: %+v", good.Conditions)
+	}
+}
+
+func TestStatusMovingFrom(t *testing.T) {
+	f := testFlock()
+	f.Status.Members = []flockv1.MemberStatus{{Ordinal: 0, Node: "n1", Active: true}, {Ordinal: 1, Node: "n4", Active: true, MovingFrom: "n2"}, {Ordinal: 2, Node: "n3", Active: true}}
+	tests := []struct {
+		name string
+		obs  Observed
+		want map[int32]string
+	}{{
+		name: "move started now is recorded",
+		obs: Observed{Placement: Placement{Assign: map[int32]string{0: "n5", 1: "n4", 2: "n3"}, Started: map[int32]string{0: "n1"}},
+			Pods: []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true)}},
+		want: map[int32]string{0: "n1", 1: "n2"},
+	}, {
+		name: "member still on its old node or not ready keeps moving",
+		obs: Observed{Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n4", 2: "n3"}},
+			Pods: []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n4", false), pod("zk-2", "n3", true)}},
+		want: map[int32]string{1: "n2"},
+	}, {
+		name: "ready on the new node: the move is done",
+		obs: Observed{Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n4", 2: "n3"}},
+			Pods: []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n4", true), pod("zk-2", "n3", true)}},
+		want: map[int32]string{},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.obs.Flock, tt.obs.Mode, tt.obs.StatefulSet = f, flockv1.ModeNodePinned, rolledOut(3)
+			got := map[int32]string{}
+			for _, m := range Status(tt.obs).Members {
+				if m.MovingFrom != "" {
+					got[m.Ordinal] = m.MovingFrom
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("movingFrom = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConditionMessagesAreBounded(t *testing.T) {
+	f := testFlock()
+	f.Spec.Replicas = new(int32(1000))
+	waiting := map[int32]string{}
+	for i := range int32(1000) {
+		waiting[i] = WaitNoEligibleNode
+	}
+	st := Status(Observed{Flock: f, Mode: flockv1.ModeNodePinned, Placement: Placement{Assign: map[int32]string{}, Waiting: waiting}})
+	c := meta.FindStatusCondition(st.Conditions, flockv1.ConditionDegraded)
+	if c == nil || c.Reason != "MembersWaiting" || len(c.Message) > maxMessage || !strings.HasSuffix(c.Message, "and 990 more") {
+		t.Errorf("Degraded = %s %q (%d bytes)", c.Reason, c.Message, len(c.Message))
+	}
+	if len(st.Members) != 1000 {
+		t.Errorf("%d members listed, want 1000", len(st.Members))
+	}
+}
+
 func TestCurrentAssignments(t *testing.T) {
 	pv := func(ord, node string, phase corev1.PersistentVolumePhase) corev1.PersistentVolume {
 		return corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{flockv1.MemberLabel: ord}, Annotations: map[string]string{nodeAnnotation: node}},
 			Status:     corev1.PersistentVolumeStatus{Phase: phase},
 		}
+	}
+	deleting := func(pv corev1.PersistentVolume) corev1.PersistentVolume {
+		pv.DeletionTimestamp = &metav1.Time{}
+		return pv
 	}
 	tests := []struct {
 		name    string
@@ -180,7 +258,11 @@ func TestCurrentAssignments(t *testing.T) {
 		{name: "volumes only (status lost, Flock recreated)", pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound), pv("1", "n2", corev1.VolumeAvailable)}, want: map[int32]string{0: "n1", 1: "n2"}},
 		{name: "volumes win over a disagreeing status", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n9"}}, pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound)}, want: map[int32]string{0: "n1"}},
 		{name: "move in progress: status picks among the volumes", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n2"}}, pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound), pv("0", "n2", corev1.VolumeAvailable)}, want: map[int32]string{0: "n2"}},
-		{name: "released volumes are history", pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeReleased), pv("0", "n2", corev1.VolumeBound)}, want: map[int32]string{0: "n2"}},
+		{name: "a bound volume beats a released one (old data of a move)", pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeReleased), pv("0", "n2", corev1.VolumeBound)}, want: map[int32]string{0: "n2"}},
+		{name: "status lost, claim deleted: the released volume holds the data, the member goes back there", pvs: []corev1.PersistentVolume{pv("0", "n2", corev1.VolumeReleased)}, want: map[int32]string{0: "n2"}},
+		{name: "status names the released volume's node", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n2"}}, pvs: []corev1.PersistentVolume{pv("0", "n2", corev1.VolumeReleased)}, want: map[int32]string{0: "n2"}},
+		{name: "recorded move wins before the new volume exists", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n3", MovingFrom: "n1"}}, pvs: []corev1.PersistentVolume{pv("0", "n1", corev1.VolumeBound)}, want: map[int32]string{0: "n3"}},
+		{name: "a volume being deleted is no data", members: []flockv1.MemberStatus{{Ordinal: 0, Node: "n9"}}, pvs: []corev1.PersistentVolume{deleting(pv("0", "n1", corev1.VolumeBound))}, want: map[int32]string{0: "n9"}},
 		{name: "unlabelled volume ignored", pvs: []corev1.PersistentVolume{pv("x", "n1", corev1.VolumeBound)}, want: map[int32]string{}},
 	}
 	for _, tt := range tests {
