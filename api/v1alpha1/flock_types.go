@@ -73,17 +73,22 @@ const (
 
 // FlockSpec is the desired state of a Flock.
 // +kubebuilder:validation:XValidation:rule="has(self.serviceName) == has(oldSelf.serviceName) && (!has(self.serviceName) || self.serviceName == oldSelf.serviceName)",message="serviceName is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.storage) && has(self.storage.local)) == (has(oldSelf.storage) && has(oldSelf.storage.local))",message="storage.local is immutable: it cannot be added or removed"
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && size(self.template.spec.containers) > 0",message="template.spec.containers must not be empty"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.nodeName)",message="template.spec.nodeName is not allowed: it would bypass placement"
 type FlockSpec struct {
 	// Replicas is the number of members. Members are named <flock>-0 ..
 	// <flock>-(replicas-1); scaling down removes the highest ordinals and
 	// keeps their data.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Template is the pod template of every member. Its containers mount
-	// the storage volumes by name.
+	// the storage volumes by name. It needs at least one container and
+	// must not set nodeName (placement decides the node).
 	// In NetworkStorage mode, when the template sets no podAntiAffinity and
 	// no topologySpreadConstraints of its own, the controller adds soft
 	// spreading of the members: a preferred pod anti-affinity per node
@@ -109,7 +114,9 @@ type FlockSpec struct {
 	// +optional
 	Ports []corev1.ServicePort `json:"ports,omitempty"`
 
-	// Mode says where members keep their data. Immutable.
+	// Mode says where members keep their data. Immutable. Auto without
+	// volumeClaimTemplates is NodePinned, with or without a default
+	// StorageClass.
 	// +kubebuilder:default=Auto
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable"
 	// +optional
@@ -122,7 +129,10 @@ type FlockSpec struct {
 	Storage Storage `json:"storage,omitempty"`
 
 	// NodeSelector restricts the nodes members may run on. In NodePinned
-	// mode, it also picks the nodes members are pinned to.
+	// mode, it also picks the nodes members are pinned to. Keys must be
+	// valid label keys (a bad value is refused by the StatefulSet: Degraded).
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && (!k.contains('/') || size(k.split('/')[0]) <= 253))",message="nodeSelector keys must be valid label keys"
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
@@ -137,6 +147,7 @@ type FlockSpec struct {
 type Storage struct {
 	// VolumeClaimTemplates are used in NetworkStorage mode: member i gets a
 	// claim <template>-<flock>-<i> for each template, as in a StatefulSet.
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	VolumeClaimTemplates []corev1.PersistentVolumeClaim `json:"volumeClaimTemplates,omitempty"`
 
@@ -151,16 +162,23 @@ type Storage struct {
 // <path>/<namespace>/<flock>/<volume>-<i>, pre-bound to the claim
 // <volume>-<flock>-<i>.
 type LocalStorage struct {
-	// Path is the host directory under which members keep their data.
+	// Path is the host directory under which members keep their data: an
+	// absolute, clean path of one or more segments of letters, digits,
+	// ".", "_" and "-" (no segment starting with "."), not "/" and not in
+	// a system directory (/bin, /boot, /dev, /etc, /lib, /lib64, /proc,
+	// /root, /run, /sbin, /sys, /usr, /var/run). The controller also
+	// refuses a path whose Flock directory overlaps another Flock's.
 	// +kubebuilder:default="/var/lib/flock"
-	// +kubebuilder:validation:Pattern=`^/`
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$`
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!['/bin','/boot','/dev','/etc','/lib','/lib64','/proc','/root','/run','/sbin','/sys','/usr','/var/run'].exists(p, self == p || self.startsWith(p + '/'))",message="path must not be in a system directory"
 	// +optional
 	Path string `json:"path,omitempty"`
 
-	// Size is the capacity recorded on each volume. The kubelet does not
-	// enforce it on host directories.
+	// Size is the capacity recorded on each volume; it must be positive.
+	// The kubelet does not enforce it on host directories.
 	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))",message="size must be positive"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 
@@ -259,6 +277,7 @@ const (
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters (StatefulSet pod labels)"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS label starting with a letter (it names the member pods and the default Service)"
 type Flock struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

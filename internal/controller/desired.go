@@ -167,7 +167,7 @@ func statefulSet(f *flockv1.Flock, claims []corev1.PersistentVolumeClaim) *appsv
 			Template:             *tmpl,
 			VolumeClaimTemplates: claims,
 			ServiceName:          ServiceName(f),
-			PodManagementPolicy:  appsv1.OrderedReadyPodManagement,
+			PodManagementPolicy:  appsv1.ParallelPodManagement, // one waiting member never holds back the others
 			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,

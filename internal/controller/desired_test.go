@@ -133,7 +133,7 @@ func TestDesiredInvariants(t *testing.T) {
 	if !ok {
 		t.Fatalf("objs[1] = %T, want StatefulSet", objs[1])
 	}
-	if sts.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement || sts.Spec.ServiceName != "zk" || *sts.Spec.Replicas != 3 {
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || sts.Spec.ServiceName != "zk" || *sts.Spec.Replicas != 3 {
 		t.Errorf("statefulset spec = %+v", sts.Spec)
 	}
 	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {

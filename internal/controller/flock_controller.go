@@ -19,6 +19,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,23 +60,48 @@ type Reconciler struct {
 	Recorder EventRecorder
 	// Namespace, if set, is the only namespace whose Flocks are reconciled.
 	Namespace string
+	// Leader, if set, returns an error unless this process leads now (see
+	// LeaderCheck); it runs right before each destructive step.
+	Leader func(context.Context) error
+}
+
+// checkLeader runs r.Leader, if set.
+func (r *Reconciler) checkLeader(ctx context.Context) error {
+	if r.Leader == nil {
+		return nil
+	}
+	return r.Leader(ctx)
 }
 
 // conflictRetry is how soon a status write that lost a race is retried.
 const conflictRetry = 200 * time.Millisecond
 
-// Patching flocks only consumes the flockd.io/reassign annotation.
-// +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=flockd.io,resources=flocks/status,verbs=get;update;patch
+// refusalRetry is how soon a refused Flock (see Refusal) is looked at again
+// without any change to it.
+const refusalRetry = 30 * time.Second
+
+// Each verb is used (TestMain checks it against the requests the tests'
+// controllers make): flocks are read through the cache (list, watch) and
+// patched only to consume the flockd.io/reassign annotation; status is
+// written with update.
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=flockd.io,resources=flocks/status,verbs=update
+// Owner references with blockOwnerDeletion need update on the owner's
+// finalizers where the OwnerReferencesPermissionEnforcement admission plugin
+// is on (not on the local cluster, so no test can show it).
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// Deleting a StatefulSet (orphaning its pods) only replaces one made with
+// the immutable podManagementPolicy OrderedReady; get reads one the cache
+// does not hold (unlabelled, to refuse it).
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// persistentvolumes patch: server-side apply, and rebinding a Released volume.
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;patch
 // Deleting claims and pods is only done for an explicit reassignment
 // (the flockd.io/reassign annotation); volumes are never deleted.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -91,11 +117,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	obs, err := r.reconcile(ctx, &f)
+	var wait *pending
+	if errors.As(err, &wait) {
+		log.FromContext(ctx).V(1).Info("waiting", "why", wait.why)
+		return ctrl.Result{RequeueAfter: wait.after}, nil
+	}
 	if err != nil {
 		// The last good status stays; only the Degraded condition says what failed.
-		r.Recorder.Eventf(&f, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%s", bounded(err.Error()))
+		reason := "ReconcileError"
+		var ref *Refusal
+		if errors.As(err, &ref) {
+			reason = ref.Reason
+		}
+		r.Recorder.Eventf(&f, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", bounded(err.Error()))
 		if serr := r.updateStatus(ctx, &f, ErrorStatus(f.Status, f.Generation, err)); serr != nil {
 			return ctrl.Result{}, errors.Join(err, serr)
+		}
+		if ref != nil {
+			// Not a failure to retry fast: look again later (and on any change).
+			return ctrl.Result{RequeueAfter: refusalRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -130,11 +170,34 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 		if err != nil {
 			return obs, err
 		}
-		obs.Placement = p
+		obs.Placement, obs.Hostnames = p, hostnames
 		in.Assign, in.Hostnames = p.Assign, hostnames
+	} else if v, ok := f.Annotations[flockv1.ReassignAnnotation]; ok {
+		obs.Placement.Invalid = fmt.Sprintf("annotation %s=%q: members move only in NodePinned mode (mode %s)", flockv1.ReassignAnnotation, v, mode)
 	}
 	objs, err := Desired(in)
 	if err != nil {
+		return obs, err
+	}
+	var own []corev1.PersistentVolume
+	if mode == flockv1.ModeNodePinned {
+		var all corev1.PersistentVolumeList
+		if err := r.Client.List(ctx, &all, client.HasLabels{flockv1.FlockLabel}); err != nil {
+			return obs, fmt.Errorf("list persistentvolumes: %w", err)
+		}
+		if ref := StorageOverlap(f, FlockDir(f), all.Items); ref != nil {
+			return obs, ref
+		}
+		for i := range all.Items {
+			if ownsVolume(f, &all.Items[i]) {
+				own = append(own, all.Items[i])
+			}
+		}
+	}
+	if err := r.checkOwnership(ctx, f, objs, own); err != nil {
+		return obs, err
+	}
+	if err := r.replaceOrderedStatefulSet(ctx, f); err != nil {
 		return obs, err
 	}
 	for _, o := range objs {
@@ -146,6 +209,10 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 		if err := r.completeMoves(ctx, f, obs.Placement); err != nil {
 			return obs, err
 		}
+		if err := r.rebindReleased(ctx, f, obs.Placement, own); err != nil {
+			return obs, err
+		}
+		obs.Volumes = own
 	}
 	var sts appsv1.StatefulSet
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(f), &sts); {
@@ -163,14 +230,18 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 }
 
 // mode resolves the storage mode once: a recorded mode is kept; Auto
-// becomes NodePinned when the Flock already has local volumes, else
-// NetworkStorage when the cluster has a default StorageClass.
+// becomes NodePinned when the Flock has no volumeClaimTemplates (network
+// storage would have no claims to give) or already has local volumes,
+// else NetworkStorage when the cluster has a default StorageClass.
 func (r *Reconciler) mode(ctx context.Context, f *flockv1.Flock) (flockv1.Mode, error) {
 	if f.Status.Mode != "" && f.Status.Mode != flockv1.ModeAuto {
 		return f.Status.Mode, nil
 	}
 	if f.Spec.Mode == flockv1.ModeNetworkStorage || f.Spec.Mode == flockv1.ModeNodePinned {
 		return f.Spec.Mode, nil
+	}
+	if len(f.Spec.Storage.VolumeClaimTemplates) == 0 {
+		return flockv1.ModeNodePinned, nil
 	}
 	pvs, err := r.volumes(ctx, f)
 	if err != nil {
@@ -319,6 +390,9 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 				pvc.Labels[flockv1.FlockLabel] != f.Name {
 				continue
 			}
+			if err := r.checkLeader(ctx); err != nil {
+				return err
+			}
 			if err := r.Client.Delete(ctx, &pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("delete claim %s of moved member: %w", key.Name, err)
 			}
@@ -335,10 +409,102 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 		if pod.DeletionTimestamp != nil || pod.Spec.NodeName == node {
 			continue
 		}
+		if err := r.checkLeader(ctx); err != nil {
+			return err
+		}
 		if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete pod %s of moved member: %w", key.Name, err)
 		}
 		log.FromContext(ctx).Info("deleted pod of moved member", "member", ord, "pod", key.Name, "node", node)
+	}
+	return nil
+}
+
+// replaceOrderedStatefulSet deletes, orphaning its pods, a StatefulSet of
+// the Flock made with podManagementPolicy OrderedReady (by an earlier
+// version; the field is immutable): with it, one member waiting for its node
+// keeps the StatefulSet from re-creating the others. The next reconcile
+// creates it again with Parallel, and it adopts the running pods.
+func (r *Reconciler) replaceOrderedStatefulSet(ctx context.Context, f *flockv1.Flock) error {
+	var sts appsv1.StatefulSet
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(f), &sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get statefulset: %w", err)
+	}
+	if !metav1.IsControlledBy(&sts, f) {
+		return nil // checkOwnership refuses it
+	}
+	if sts.DeletionTimestamp != nil {
+		return &pending{after: time.Second, why: "statefulset being replaced"}
+	}
+	if sts.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
+		return nil
+	}
+	if err := r.checkLeader(ctx); err != nil {
+		return err
+	}
+	if err := r.Client.Delete(ctx, &sts, client.Preconditions{UID: &sts.UID}, client.PropagationPolicy(metav1.DeletePropagationOrphan)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete statefulset %s to change its pod management policy: %w", sts.Name, err)
+	}
+	r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "StatefulSetReplaced", "Reconcile",
+		"StatefulSet %s is re-created with podManagementPolicy Parallel (was %s); its pods keep running", sts.Name, sts.Spec.PodManagementPolicy)
+	return &pending{after: time.Second, why: "statefulset being replaced"}
+}
+
+// pending stops a reconcile that must wait for a change it started; the
+// status is left as it is.
+type pending struct {
+	after time.Duration
+	why   string
+}
+
+func (p *pending) Error() string { return p.why }
+
+// rebindReleased gives a member its data back when its claim was deleted
+// and re-created (a reset, README's reclaim step 1, a re-created namespace
+// or Flock, or a move back to a node it left): the member's volume on its
+// node is then Released, its claimRef naming the old claim's UID, and the new
+// claim would stay Pending forever. The controller clears that UID (the
+// volume is pre-bound by name again), so the new claim binds to the old
+// data, and says so in an Event. A member starts fresh only on an explicit
+// request: deleting its claim and its volume (and the directory).
+func (r *Reconciler) rebindReleased(ctx context.Context, f *flockv1.Flock, p Placement, own []corev1.PersistentVolume) error {
+	for i := range own {
+		pv := &own[i]
+		ord, err := strconv.ParseInt(pv.Labels[flockv1.MemberLabel], 10, 32)
+		ref := pv.Spec.ClaimRef
+		if err != nil || pv.Status.Phase != corev1.VolumeReleased || ref == nil || ref.UID == "" ||
+			int32(ord) >= replicas(f) || p.Assign[int32(ord)] != pv.Annotations[nodeAnnotation] {
+			continue
+		}
+		var claim corev1.PersistentVolumeClaim
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &claim); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the StatefulSet creates it with the pod
+			}
+			return fmt.Errorf("get claim %s: %w", ref.Name, err)
+		}
+		if claim.UID == ref.UID || claim.Spec.VolumeName != "" || claim.Labels[flockv1.FlockLabel] != f.Name {
+			continue
+		}
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/spec/claimRef/uid", "value": string(ref.UID)},
+			{"op": "replace", "path": "/spec/claimRef", "value": map[string]any{
+				"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ref.Namespace, "name": ref.Name}},
+		})
+		if err != nil {
+			return fmt.Errorf("encode rebind patch: %w", err)
+		}
+		if err := r.checkLeader(ctx); err != nil {
+			return err
+		}
+		if err := r.Client.Patch(ctx, pv, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			return fmt.Errorf("rebind released volume %s: %w", pv.Name, err)
+		}
+		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "VolumeRebound", "Reconcile",
+			"member %d gets its earlier data back: volume %s on node %s was Released (its claim %s was deleted) and is bound to the new claim; to start the member fresh, delete its claim and this volume", ord, pv.Name, pv.Annotations[nodeAnnotation], ref.Name)
 	}
 	return nil
 }
@@ -437,9 +603,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, f *flockv1.Flock, obs Obse
 		}
 	}
 	for _, o := range sortedKeys(obs.Placement.Started) {
-		from := obs.Placement.Started[o]
+		from, to := obs.Placement.Started[o], obs.Placement.Assign[o]
+		data := "empty data"
+		if slices.ContainsFunc(obs.Volumes, func(pv corev1.PersistentVolume) bool {
+			return pv.Labels[flockv1.MemberLabel] == strconv.Itoa(int(o)) && pv.Annotations[nodeAnnotation] == to
+		}) {
+			data = "the data it left there on an earlier move"
+		}
 		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "MemberMoved", "Reassign",
-			"member %d moves from node %s to %s and starts there with empty data; its old data stays on %s", o, from, obs.Placement.Assign[o], from)
+			"member %d moves from node %s to %s and starts there with %s; its data on %s stays there", o, from, to, data, from)
 	}
 	return nil
 }

@@ -203,6 +203,7 @@ func (e *env) controllerConfig() *rest.Config {
 	}
 	cfg := rest.AnonymousClientConfig(e.c.Config)
 	cfg.BearerToken = tok.Status.Token
+	cfg.Wrap(recordRequests)
 	return cfg
 }
 
@@ -398,7 +399,7 @@ func TestNodePinnedLifecycle(t *testing.T) {
 	if err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "db"}, &sts); err != nil {
 		t.Fatal(err)
 	}
-	if sts.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement || sts.Spec.ServiceName != "db" {
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || sts.Spec.ServiceName != "db" {
 		t.Errorf("statefulset policy %s service %s", sts.Spec.PodManagementPolicy, sts.Spec.ServiceName)
 	}
 	for _, pv := range e.volumes("db") {
@@ -589,7 +590,7 @@ func TestRestartMidScale(t *testing.T) {
 		_, err := e.pod("r-1")
 		return err == nil, nil
 	})
-	stop() // stopped mid-scale: r-2 and r-3 do not exist yet (OrderedReady)
+	stop() // stopped mid-scale: r-1 exists, r-2 and r-3 may not be Ready yet
 	mid := e.get("r")
 	t.Logf("stopped with status replicas=%d ready=%d members=%v", mid.Status.Replicas, mid.Status.ReadyReplicas, mid.Status.Members)
 
@@ -654,7 +655,11 @@ func TestAutoWithoutDefaultClassIsNodePinned(t *testing.T) {
 		}
 	}
 	e.startManager()
-	if err := e.cl.Create(context.Background(), e.flock("auto", flockv1.ModeAuto, 2)); err != nil {
+	f := e.flock("auto", flockv1.ModeAuto, 2)
+	// With claim templates Auto looks for a default StorageClass (without,
+	// it is NodePinned at once).
+	f.Spec.Storage.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+	if err := e.cl.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
 	e.waitPinnedReady("auto", 2)
@@ -702,7 +707,19 @@ func TestReassign(t *testing.T) {
 	if pv.Status.Phase != corev1.VolumeReleased {
 		t.Errorf("old volume %s phase %s, want Released", oldPV, pv.Status.Phase)
 	}
-	e.waitEvent("MemberMoved", "")
+	e.waitEvent("MemberMoved", "empty data")
+
+	// Moving back: the member gets the data it left on its old node (its
+	// Released volume is bound again), and the Event says so.
+	e.annotate("mv", flockv1.ReassignAnnotation, "1="+nodes[1])
+	e.c.WaitFor(t, "member 1 back on "+nodes[1], deadline, func(context.Context) (bool, error) {
+		return members(e.get("mv"))[1].Node == nodes[1], nil
+	})
+	if got := e.waitPinnedReady("mv", 2); got[1] != nodes[1] || e.claimVolume("mv", 1) != oldPV {
+		t.Fatalf("after moving back: placement %v, claim on %s; want member 1 on %s with its old volume %s", got, e.claimVolume("mv", 1), nodes[1], oldPV)
+	}
+	e.waitEvent("MemberMoved", "the data it left there")
+	e.waitEvent("VolumeRebound", oldPV)
 }
 
 // annotate sets (or, for value "-", removes) an annotation of Flock name.
@@ -766,12 +783,35 @@ func TestAPIValidation(t *testing.T) {
 		{"relative host path", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "data"} }},
 		{"bad volume name", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Volumes: []string{"Data_1"}} }},
 		{"name too long for member pods", func(f *flockv1.Flock) { f.Name = strings.Repeat("a", 53) }},
+		{"name the Service would refuse", func(f *flockv1.Flock) { f.Name = "1db" }},
+		{"name with a dot", func(f *flockv1.Flock) { f.Name = "d.b" }},
+		{"replicas beyond the maximum", func(f *flockv1.Flock) { f.Spec.Replicas = ptr.To[int32](2147483647) }},
+		{"host path /", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/"} }},
+		{"host path /etc", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/etc"} }},
+		{"host path under /proc", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/proc/flock"} }},
+		{"host path with ..", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/../../etc"} }},
+		{"host path with a space", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/var/lib/my flock"} }},
+		{"host path with a newline", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/var/lib/flock\n/x"} }},
+		{"host path with a trailing slash", func(f *flockv1.Flock) { f.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/var/lib/flock/"} }},
+		{"size 0", func(f *flockv1.Flock) {
+			f.Spec.Storage.Local = &flockv1.LocalStorage{Size: ptr.To(resource.MustParse("0"))}
+		}},
+		{"negative size", func(f *flockv1.Flock) {
+			f.Spec.Storage.Local = &flockv1.LocalStorage{Size: ptr.To(resource.MustParse("-1Gi"))}
+		}},
+		{"empty template", func(f *flockv1.Flock) { f.Spec.Template = corev1.PodTemplateSpec{} }},
+		{"template without containers", func(f *flockv1.Flock) { f.Spec.Template.Spec.Containers = nil }},
+		{"template.spec.nodeName", func(f *flockv1.Flock) { f.Spec.Template.Spec.NodeName = "n1" }},
+		{"bad nodeSelector key", func(f *flockv1.Flock) { f.Spec.NodeSelector = map[string]string{"a b": "x"} }},
 	}
 	for _, tt := range invalid {
 		f := e.flock("bad", flockv1.ModeNodePinned, 1)
 		tt.mod(f)
 		if err := e.cl.Create(ctx, f); !apierrors.IsInvalid(err) {
 			t.Errorf("%s: create error = %v, want Invalid", tt.name, err)
+			if err == nil {
+				_ = e.cl.Delete(ctx, f) // so the next case is checked on its own
+			}
 		}
 	}
 	immutable := map[string]string{
@@ -784,6 +824,18 @@ func TestAPIValidation(t *testing.T) {
 		if !apierrors.IsInvalid(err) {
 			t.Errorf("changing %s: error = %v, want Invalid (immutable)", field, err)
 		}
+	}
+	// Immutable both ways: storage.local can be neither removed (then
+	// re-added with another value) nor added to a Flock created without it.
+	if err := e.cl.Patch(ctx, got.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"storage":{"local":null}}}`))); !apierrors.IsInvalid(err) {
+		t.Errorf("removing storage.local: error = %v, want Invalid (immutable)", err)
+	}
+	bare := e.flock("bare", flockv1.ModeNodePinned, 1)
+	if err := e.cl.Create(ctx, bare); err != nil {
+		t.Fatalf("create flock without storage.local: %v", err)
+	}
+	if err := e.cl.Patch(ctx, bare, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"storage":{"local":{"path":"/elsewhere"}}}}`))); !apierrors.IsInvalid(err) {
+		t.Errorf("adding storage.local: error = %v, want Invalid (immutable)", err)
 	}
 	// The scale subresource is what kubectl scale uses.
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 3}}

@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -215,4 +216,98 @@ func TestLeaderElection(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+
+// TestLeadershipCheckedBeforeDestructiveSteps: a reconciler that does not
+// hold the Lease (another replica took over while it was paused) stops
+// before deleting a moving member's claim or pod; holding it, it proceeds.
+func TestLeadershipCheckedBeforeDestructiveSteps(t *testing.T) {
+	e := newEnv(t, 3)
+	stop := e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("ld", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("ld", 2)
+	stop()
+	free := ""
+	for _, n := range e.nodes {
+		if n != nodes[0] && n != nodes[1] {
+			free = n
+		}
+	}
+	// A move of member 1 recorded in status, as the leader records it.
+	f := e.get("ld")
+	for i := range f.Status.Members {
+		if f.Status.Members[i].Ordinal == 1 {
+			f.Status.Members[i].Node, f.Status.Members[i].MovingFrom = free, nodes[1]
+		}
+	}
+	if err := e.cl.Status().Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: leaseName, Namespace: e.ns},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("other"), LeaseDurationSeconds: ptr.To[int32](3600),
+			RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	if err := e.cl.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	r := &controller.Reconciler{Client: e.cl, APIReader: e.cl, Recorder: nopRecorder{},
+		Leader: controller.LeaderCheck(e.c.Client.CoordinationV1(), e.ns, leaseName, "me", time.Now)}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: "ld"}}
+	claimKey := types.NamespacedName{Namespace: e.ns, Name: controller.ClaimName(f, "data", 1)}
+	intact := func() bool {
+		var pvc corev1.PersistentVolumeClaim
+		err := e.cl.Get(ctx, claimKey, &pvc)
+		p, perr := e.pod("ld-1")
+		return err == nil && pvc.DeletionTimestamp == nil && perr == nil && p.DeletionTimestamp == nil
+	}
+	_, err := r.Reconcile(ctx, req)
+	if !intact() {
+		t.Fatalf("claim or pod of member 1 deleted by a reconciler that does not hold the Lease (reconcile error: %v)", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "not the leader") {
+		t.Errorf("reconcile error = %v, want not the leader", err)
+	}
+
+	if err := e.cl.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity, lease.Spec.RenewTime = ptr.To("me"), &metav1.MicroTime{Time: time.Now()}
+	if err := e.cl.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("reconcile as the leader: %v", err)
+	}
+	if intact() {
+		t.Errorf("leading reconciler did not carry out the recorded move (claim and pod of member 1 intact)")
+	}
+}
+
+// TestLeaderElectionCreatesLease: with no Lease yet, the first manager
+// creates it (the Role's create verb) and leads.
+func TestLeaderElectionCreatesLease(t *testing.T) {
+	e := newEnv(t, 0)
+	e.grantLeaderElection()
+	mgr, _ := e.startManagerWith(func(o *controller.ManagerOptions) {
+		o.LeaderElection = true
+		o.LeaderElectionNamespace = e.ns
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	})
+	e.c.WaitFor(t, "manager elected", deadline, func(context.Context) (bool, error) {
+		return elected(mgr), nil
+	})
+	l, err := e.lease()
+	if err != nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+		t.Fatalf("lease after election: %+v, %v", l, err)
+	}
 }

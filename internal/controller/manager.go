@@ -1,20 +1,29 @@
 package controller
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
@@ -79,24 +88,71 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 	if probe == "" {
 		probe = "0"
 	}
+	// The lock is made here, not by controller-runtime, so that the
+	// reconciler knows the identity it checks the Lease for.
+	var lock resourcelock.Interface
+	var leader func(context.Context) error
+	var events record.EventBroadcaster
+	if o.LeaderElection {
+		ns, err := leaderNamespace(o.LeaderElectionNamespace)
+		if err != nil {
+			return nil, err
+		}
+		id, err := leaderIdentity(string(uuid.NewUUID()))
+		if err != nil {
+			return nil, err
+		}
+		lcfg := rest.CopyConfig(cfg)
+		lcfg = rest.AddUserAgent(lcfg, "leader-election")
+		// A hung request must not outlast the renew deadline (as controller-runtime does).
+		lcfg.Timeout = max(cmp.Or(o.RenewDeadline, 10*time.Second)/2, time.Second)
+		cs, err := kubernetes.NewForConfig(lcfg)
+		if err != nil {
+			return nil, fmt.Errorf("leader election client: %w", err)
+		}
+		events = record.NewBroadcaster()
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		lock, err = resourcelock.New(resourcelock.LeasesResourceLock, ns, leaderElectionID, cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{
+			Identity:      id,
+			EventRecorder: events.NewRecorder(s, corev1.EventSource{Component: id}),
+		})
+		if err != nil {
+			events.Shutdown()
+			return nil, fmt.Errorf("leader election lock: %w", err)
+		}
+		leader = LeaderCheck(cs.CoordinationV1(), ns, leaderElectionID, id, time.Now)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        s,
-		Logger:                        o.Logger,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:        probe,
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              leaderElectionID,
-		LeaderElectionNamespace:       o.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 nonZero(o.LeaseDuration),
-		RenewDeadline:                 nonZero(o.RenewDeadline),
-		RetryPeriod:                   nonZero(o.RetryPeriod),
-		GracefulShutdownTimeout:       ptrTo(10 * time.Second),
-		Cache:                         cacheOpts,
-		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
+		Scheme:                              s,
+		Logger:                              o.Logger,
+		Metrics:                             metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:              probe,
+		LeaderElection:                      o.LeaderElection,
+		LeaderElectionID:                    leaderElectionID,
+		LeaderElectionNamespace:             o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       nonZero(o.LeaseDuration),
+		RenewDeadline:                       nonZero(o.RenewDeadline),
+		RetryPeriod:                         nonZero(o.RetryPeriod),
+		GracefulShutdownTimeout:             ptrTo(10 * time.Second),
+		Cache:                               cacheOpts,
+		Controller:                          config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
+		if events != nil {
+			events.Shutdown()
+		}
 		return nil, fmt.Errorf("new manager: %w", err)
+	}
+	if events != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			events.Shutdown()
+			return nil
+		})); err != nil {
+			return nil, fmt.Errorf("add event broadcaster: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add healthz: %w", err)
@@ -114,6 +170,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Namespace: o.Namespace,
+		Leader:    leader,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setup flock controller: %w", err)

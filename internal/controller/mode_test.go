@@ -26,9 +26,11 @@ func TestMode(t *testing.T) {
 		name    string
 		spec    flockv1.Mode
 		status  flockv1.Mode
+		noVCT   bool
 		objects []client.Object
 		want    flockv1.Mode
 	}{
+		{name: "Auto without volumeClaimTemplates is NodePinned even with a default class", spec: flockv1.ModeAuto, noVCT: true, objects: []client.Object{defaultClass}, want: flockv1.ModeNodePinned},
 		{name: "explicit NodePinned", spec: flockv1.ModeNodePinned, objects: []client.Object{defaultClass}, want: flockv1.ModeNodePinned},
 		{name: "explicit NetworkStorage", spec: flockv1.ModeNetworkStorage, want: flockv1.ModeNetworkStorage},
 		{name: "Auto with a default class", spec: flockv1.ModeAuto, objects: []client.Object{otherClass, defaultClass}, want: flockv1.ModeNetworkStorage},
@@ -44,7 +46,12 @@ func TestMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(s).WithObjects(tt.objects...).Build()
 			r := &Reconciler{Client: c, APIReader: c}
-			f := testFlock(func(f *flockv1.Flock) { f.Spec.Mode, f.Status.Mode = tt.spec, tt.status })
+			f := testFlock(func(f *flockv1.Flock) {
+				f.Spec.Mode, f.Status.Mode = tt.spec, tt.status
+				if !tt.noVCT {
+					f.Spec.Storage.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+				}
+			})
 			got, err := r.mode(context.Background(), f)
 			if err != nil || got != tt.want {
 				t.Errorf("mode = %s, %v; want %s", got, err, tt.want)

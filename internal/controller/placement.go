@@ -71,7 +71,11 @@ type Placement struct {
 const (
 	WaitNodeGone          = "NodeGone"
 	WaitNodeUnschedulable = "NodeUnschedulable"
+	WaitNodeNotSelected   = "NodeNotSelected" // the node lost a nodeSelector label
+	WaitNodeTainted       = "NodeTainted"     // a NoSchedule/NoExecute taint is not tolerated
 	WaitNoEligibleNode    = "NoEligibleNode"
+	WaitVolumeReleased    = "VolumeReleased" // set by Status
+	WaitNodeRelabelled    = "NodeRelabelled" // set by Status
 )
 
 // Place assigns members to nodes, one member per node. It is pure.
@@ -168,6 +172,10 @@ func Place(in PlacementInput) Placement {
 			p.Waiting[o] = WaitNodeGone
 		case n.Unschedulable:
 			p.Waiting[o] = WaitNodeUnschedulable
+		case !selects(in.Selector, n.Labels):
+			p.Waiting[o] = WaitNodeNotSelected
+		case !tolerates(in.Tolerations, n.Taints):
+			p.Waiting[o] = WaitNodeTainted
 		}
 	}
 	return p

@@ -54,6 +54,12 @@ func TestPlace(t *testing.T) {
 		wantAssign:  map[int32]string{0: "n1", 1: "n3"},
 		wantWaiting: map[int32]string{0: WaitNodeUnschedulable},
 	}, {
+		name: "node lost its selector label or got an untolerated taint: member keeps it and waits",
+		in: PlacementInput{Replicas: 2, Selector: map[string]string{"pool": "db"}, Current: map[int32]string{0: "n1", 1: "n2"},
+			Nodes: []NodeInfo{node("n1", "a", otherPool), node("n2", "a", tainted), node("n3", "b")}},
+		wantAssign:  map[int32]string{0: "n1", 1: "n2"},
+		wantWaiting: map[int32]string{0: WaitNodeNotSelected, 1: WaitNodeTainted},
+	}, {
 		name:       "cordoned, tainted and unselected nodes are not eligible",
 		in:         PlacementInput{Replicas: 2, Selector: map[string]string{"pool": "db"}, Nodes: []NodeInfo{node("n1", "a", cordoned), node("n2", "a", tainted), node("n3", "b", otherPool), node("n4", "b")}},
 		wantAssign: map[int32]string{0: "n4"}, wantWaiting: map[int32]string{1: WaitNoEligibleNode},

@@ -8,13 +8,18 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/flockd/flock/internal/controller"
@@ -160,4 +165,207 @@ func TestErrorKeepsStatus(t *testing.T) {
 	if c := meta.FindStatusCondition(e.get("es").Status.Conditions, flockv1.ConditionDegraded); c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded after the fix = %+v", c)
 	}
+}
+
+// TestOnlyOwnObjects: a Service or a claim the Flock does not own is left
+// alone: the Flock is refused (Degraded, an Event), and deleting the Flock
+// does not delete the Service.
+func TestOnlyOwnObjects(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startManager()
+	ctx := context.Background()
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: e.ns},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, // headless, like the Flock's: apply could take it over
+			Selector: map[string]string{"app": "other"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	if err := e.cl.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-fc-0", Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: new(""),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := e.cl.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	fs := e.flock("fs", flockv1.ModeNodePinned, 1)
+	fs.Spec.ServiceName = "shared"
+	fc := e.flock("fc", flockv1.ModeNodePinned, 1)
+	for _, f := range []*flockv1.Flock{fs, fc} {
+		if err := e.cl.Create(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(name, reason string) {
+		t.Helper()
+		e.c.WaitFor(t, name+" refused: "+reason, deadline, func(ctx context.Context) (bool, error) {
+			var svc corev1.Service
+			if err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "shared"}, &svc); err != nil {
+				return false, err
+			}
+			if len(svc.OwnerReferences) != 0 || svc.Spec.PublishNotReadyAddresses || svc.Spec.Selector["app"] != "other" {
+				t.Fatalf("foreign Service taken over: owners %v selector %v publishNotReady %v", svc.OwnerReferences, svc.Spec.Selector, svc.Spec.PublishNotReadyAddresses)
+			}
+			var pvc corev1.PersistentVolumeClaim
+			if err := e.cl.Get(ctx, client.ObjectKeyFromObject(claim), &pvc); err != nil {
+				return false, err
+			}
+			if pvc.Spec.VolumeName != "" && name == "fc" {
+				t.Fatalf("foreign claim %s bound to the Flock's volume %s", pvc.Name, pvc.Spec.VolumeName)
+			}
+			c := meta.FindStatusCondition(e.get(name).Status.Conditions, flockv1.ConditionDegraded)
+			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, fmt.Errorf("Degraded %+v", c)
+		})
+		e.waitEvent(reason, "")
+	}
+	refused("fs", controller.RefusedServiceNotOwned)
+	refused("fc", controller.RefusedClaimNotOwned)
+	settle()
+	refused("fs", controller.RefusedServiceNotOwned) // still, after a while
+
+	// Deleting the Flock leaves the foreign Service.
+	if err := e.cl.Delete(ctx, e.get("fs")); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "flock fs gone", deadline, func(ctx context.Context) (bool, error) {
+		err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "fs"}, &flockv1.Flock{})
+		return apierrors.IsNotFound(err), err
+	})
+	settle() // the garbage collector has had its chance
+	var svc corev1.Service
+	if err := e.cl.Get(ctx, client.ObjectKeyFromObject(foreign), &svc); err != nil {
+		t.Fatalf("foreign Service after deleting the Flock: %v", err)
+	}
+	if svc.Spec.Selector["app"] != "other" || len(svc.OwnerReferences) != 0 {
+		t.Errorf("foreign Service changed: selector %v owners %v", svc.Spec.Selector, svc.OwnerReferences)
+	}
+}
+
+// TestWaitingMemberDoesNotStopOthers: member 0 waits for its cordoned
+// node; member 2, deleted at the same time, comes back on its own healthy
+// node, and status says who waits for what.
+func TestWaitingMemberDoesNotStopOthers(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startManager()
+	if err := e.cl.Create(context.Background(), e.flock("wm", flockv1.ModeNodePinned, 3)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("wm", 3)
+	e.setUnschedulable(nodes[0], true)
+	t.Cleanup(func() { e.setUnschedulable(nodes[0], false) })
+	e.deletePod("wm-0")
+	old2 := e.deletePod("wm-2")
+	e.c.WaitFor(t, "wm-2 back and Ready on its node while wm-0 waits", deadline, func(context.Context) (bool, error) {
+		p, err := e.pod("wm-2")
+		if err != nil {
+			return false, err
+		}
+		return p.UID != old2 && ready(p) && p.Spec.NodeName == nodes[2], fmt.Errorf("wm-2 uid %s ready %v on %q", p.UID, ready(p), p.Spec.NodeName)
+	})
+	e.c.WaitFor(t, "status: member 0 waits for its cordoned node", deadline, func(context.Context) (bool, error) {
+		f := e.get("wm")
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1.ConditionDegraded)
+		m := members(f)
+		return m[0].Waiting == controller.WaitNodeUnschedulable && m[2].Waiting == "" && m[2].Ready && f.Status.ReadyReplicas == 2 &&
+			c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "wm-0") && !strings.Contains(c.Message, "wm-2"), fmt.Errorf("status %+v", f.Status)
+	})
+	e.setUnschedulable(nodes[0], false)
+	if got := e.waitPinnedReady("wm", 3); !maps.Equal(got, nodes) {
+		t.Errorf("placement %v after uncordon, want %v", got, nodes)
+	}
+}
+
+// TestOrderedReadyStatefulSetReplaced: a StatefulSet made by an earlier
+// version (OrderedReady, immutable) is re-created with Parallel, and its
+// pods keep running (same UIDs).
+func TestOrderedReadyStatefulSetReplaced(t *testing.T) {
+	e := newEnv(t, 2)
+	stop := e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("om", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPinnedReady("om", 2)
+	stop()
+	var sts appsv1.StatefulSet
+	key := types.NamespacedName{Namespace: e.ns, Name: "om"}
+	if err := e.cl.Get(ctx, key, &sts); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Delete(ctx, &sts, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "statefulset om deleted (pods orphaned)", deadline, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(e.cl.Get(ctx, key, &appsv1.StatefulSet{})), nil
+	})
+	old := sts.DeepCopy()
+	old.ObjectMeta = metav1.ObjectMeta{Name: sts.Name, Namespace: sts.Namespace, Labels: sts.Labels, OwnerReferences: sts.OwnerReferences}
+	old.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	old.Status = appsv1.StatefulSetStatus{}
+	if err := e.cl.Create(ctx, old); err != nil {
+		t.Fatalf("create OrderedReady statefulset: %v", err)
+	}
+	uids := map[string]types.UID{}
+	for _, n := range []string{"om-0", "om-1"} {
+		p, err := e.pod(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[n] = p.UID
+	}
+	e.startManager()
+	e.c.WaitFor(t, "statefulset om re-created with Parallel", deadline, func(ctx context.Context) (bool, error) {
+		var got appsv1.StatefulSet
+		if err := e.cl.Get(ctx, key, &got); err != nil {
+			return false, err
+		}
+		return got.UID != old.UID && got.Spec.PodManagementPolicy == appsv1.ParallelPodManagement, fmt.Errorf("policy %s", got.Spec.PodManagementPolicy)
+	})
+	e.waitPinnedReady("om", 2)
+	for n, uid := range uids {
+		if p, err := e.pod(n); err != nil || p.UID != uid {
+			t.Errorf("pod %s: %v, uid %s, want the running pod %s kept", n, err, p.UID, uid)
+		}
+	}
+	e.waitEvent("StatefulSetReplaced", "")
+}
+
+// TestReleasedVolumeRebound: a member whose claim was deleted (README's
+// reclaim step 1, a reset) gets its data back when it returns: its
+// Released volume is bound to the new claim, with an Event saying so.
+func TestReleasedVolumeRebound(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("rv", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("rv", 2)
+	vol1 := e.claimVolume("rv", 1)
+	e.scale("rv", 1)
+	e.c.WaitFor(t, "rv-1 gone", deadline, func(context.Context) (bool, error) {
+		_, err := e.pod("rv-1")
+		return apierrors.IsNotFound(err), err
+	})
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: controller.ClaimName(e.get("rv"), "data", 1)}}
+	if err := e.cl.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "volume "+vol1+" Released", deadline, func(ctx context.Context) (bool, error) {
+		var pv corev1.PersistentVolume
+		if err := e.cl.Get(ctx, types.NamespacedName{Name: vol1}, &pv); err != nil {
+			return false, err
+		}
+		return pv.Status.Phase == corev1.VolumeReleased, fmt.Errorf("phase %s", pv.Status.Phase)
+	})
+	e.scale("rv", 2)
+	got := e.waitPinnedReady("rv", 2)
+	if got[1] != nodes[1] || e.claimVolume("rv", 1) != vol1 {
+		t.Errorf("member 1 on %s with volume %s, want its node %s and its old volume %s", got[1], e.claimVolume("rv", 1), nodes[1], vol1)
+	}
+	e.waitEvent("VolumeRebound", vol1)
 }

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -26,6 +28,11 @@ type Observed struct {
 	StatefulSet *appsv1.StatefulSet
 	// Pods are the Flock's member pods.
 	Pods []corev1.Pod
+	// Volumes are the Flock's node-local volumes (NodePinned mode).
+	Volumes []corev1.PersistentVolume
+	// Hostnames maps node names to their kubernetes.io/hostname label
+	// (NodePinned mode).
+	Hostnames map[string]string
 }
 
 // Status computes the Flock's status from what a successful reconcile
@@ -81,8 +88,12 @@ func Status(o Observed) flockv1.FlockStatus {
 		}
 		if m.Active {
 			m.Waiting = o.Placement.Waiting[ord]
-			// A member still running on its cordoned node is not waiting.
-			if p := pods[ord]; m.Waiting == WaitNodeUnschedulable && p != nil && p.Spec.NodeName == m.Node {
+			if m.Waiting == "" {
+				m.Waiting = volumeWait(o, ord, m.Node)
+			}
+			// A member still running on its node is not waiting, whatever
+			// became of the node since.
+			if p := pods[ord]; m.Waiting != "" && m.Waiting != WaitNoEligibleNode && p != nil && p.Spec.NodeName == m.Node && (podReady(p) || p.Status.Phase == corev1.PodRunning) {
 				m.Waiting = ""
 			}
 		}
@@ -127,13 +138,19 @@ func Status(o Observed) flockv1.FlockStatus {
 	return st
 }
 
-// ErrorStatus is the status after a failed reconcile: the last good status
-// (members, counts, observedGeneration) stays, and the Degraded condition
-// says what failed. It is pure.
+// ErrorStatus is the status after a failed or refused reconcile: the last
+// good status (members, counts, observedGeneration) stays, and the Degraded
+// condition says what failed (reason ReconcileError, or the Refusal's
+// reason). It is pure.
 func ErrorStatus(last flockv1.FlockStatus, generation int64, err error) flockv1.FlockStatus {
 	st := *last.DeepCopy()
+	reason := "ReconcileError"
+	var ref *Refusal
+	if errors.As(err, &ref) {
+		reason = ref.Reason
+	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: flockv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "ReconcileError",
+		Type: flockv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason,
 		Message: bounded(err.Error()), ObservedGeneration: generation,
 	})
 	return st
@@ -166,12 +183,55 @@ func joinBounded(items []string) string {
 	return bounded(fmt.Sprintf("%s; and %d more", strings.Join(items[:maxListed], "; "), len(items)-maxListed))
 }
 
+// volumeWait says why member ord's volumes keep it off node: one is
+// Released (until the controller binds it to the member's new claim), or
+// pins a hostname the node no longer has.
+func volumeWait(o Observed, ord int32, node string) string {
+	for i := range o.Volumes {
+		pv := &o.Volumes[i]
+		if pv.Labels[flockv1.MemberLabel] != strconv.Itoa(int(ord)) || pv.Annotations[nodeAnnotation] != node {
+			continue
+		}
+		if pv.Status.Phase == corev1.VolumeReleased {
+			return WaitVolumeReleased
+		}
+		if host, ok := o.Hostnames[node]; ok && pinnedHostname(pv) != "" && pinnedHostname(pv) != host {
+			return WaitNodeRelabelled
+		}
+	}
+	return ""
+}
+
+// pinnedHostname is the kubernetes.io/hostname value a local volume's node
+// affinity requires.
+func pinnedHostname(pv *corev1.PersistentVolume) string {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return ""
+	}
+	for _, t := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range t.MatchExpressions {
+			if e.Key == hostnameLabel && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
+				return e.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
 func waitMessage(reason, node string) string {
 	switch reason {
 	case WaitNodeGone:
 		return fmt.Sprintf("node %s is gone; its data stays there (see %s)", node, flockv1.ReassignAnnotation)
 	case WaitNodeUnschedulable:
 		return fmt.Sprintf("node %s is unschedulable; the member waits for it", node)
+	case WaitNodeNotSelected:
+		return fmt.Sprintf("node %s no longer matches nodeSelector; the member waits for it (its data is there; see %s)", node, flockv1.ReassignAnnotation)
+	case WaitNodeTainted:
+		return fmt.Sprintf("node %s has a NoSchedule or NoExecute taint the Flock does not tolerate; the member waits for it", node)
+	case WaitVolumeReleased:
+		return fmt.Sprintf("its volume on node %s is Released; the controller binds it to the member's new claim", node)
+	case WaitNodeRelabelled:
+		return fmt.Sprintf("node %s changed its %s label, which the member's volumes are pinned to", node, hostnameLabel)
 	case WaitNoEligibleNode:
 		return "no free eligible node"
 	}

@@ -219,6 +219,47 @@ func TestStatusMovingFrom(t *testing.T) {
 	}
 }
 
+func TestStatusVolumeWaits(t *testing.T) {
+	pv := func(ord, node, host string, phase corev1.PersistentVolumePhase) corev1.PersistentVolume {
+		f := testFlock()
+		v := localVolume(f, localStorage(f), "data", 0, node, host)
+		v.Labels[flockv1.MemberLabel] = ord
+		v.Status.Phase = phase
+		return *v
+	}
+	tests := []struct {
+		name string
+		vols []corev1.PersistentVolume
+		pod  corev1.Pod
+		want string
+	}{
+		{name: "bound volume, pod pending: not a volume wait", vols: []corev1.PersistentVolume{pv("1", "n2", "n2", corev1.VolumeBound)}, pod: pod("zk-1", "", false)},
+		{name: "released volume on its node", vols: []corev1.PersistentVolume{pv("1", "n2", "n2", corev1.VolumeReleased)}, pod: pod("zk-1", "", false), want: WaitVolumeReleased},
+		{name: "released volume on another node (old data of a move)", vols: []corev1.PersistentVolume{pv("1", "n9", "n9", corev1.VolumeReleased), pv("1", "n2", "n2", corev1.VolumeBound)}, pod: pod("zk-1", "", false)},
+		{name: "node relabelled away from the volume's hostname", vols: []corev1.PersistentVolume{pv("1", "n2", "old-host", corev1.VolumeBound)}, pod: pod("zk-1", "", false), want: WaitNodeRelabelled},
+		{name: "relabelled but still running there", vols: []corev1.PersistentVolume{pv("1", "n2", "old-host", corev1.VolumeBound)}, pod: pod("zk-1", "n2", true)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Status(Observed{Flock: testFlock(), Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+				Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}},
+				Pods:      []corev1.Pod{pod("zk-0", "n1", true), tt.pod, pod("zk-2", "n3", true)},
+				Volumes:   tt.vols, Hostnames: map[string]string{"n1": "n1", "n2": "n2", "n3": "n3"}})
+			if got := memberMap(st)[1].Waiting; got != tt.want {
+				t.Errorf("member 1 waiting = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func memberMap(st flockv1.FlockStatus) map[int32]flockv1.MemberStatus {
+	out := map[int32]flockv1.MemberStatus{}
+	for _, m := range st.Members {
+		out[m.Ordinal] = m
+	}
+	return out
+}
+
 func TestConditionMessagesAreBounded(t *testing.T) {
 	f := testFlock()
 	f.Spec.Replicas = new(int32(1000))
