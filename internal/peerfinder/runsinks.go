@@ -26,7 +26,8 @@ func (e *ChildExit) Error() string { return fmt.Sprintf("command exited with sta
 // init mode, after the first delivery). With one, a signal that cancels ctx
 // before the command started stops peer-finder as usual; once it runs, the
 // exec sink forwards the signals and peer-finder lives as long as the
-// command: it returns a *ChildExit with the command's status. If the engine
+// command: it returns a *ChildExit with the command's status (the command is
+// SIGKILLed when it has not exited -kill-timeout after that signal). If the engine
 // fails (bootstrap timeout), the command, when running, is stopped.
 func runPipeline(ctx context.Context, eng *engine.Engine, sinks []engine.NamedSink, log *slog.Logger) error {
 	var ex *execsink.Sink
@@ -62,7 +63,9 @@ func runPipeline(ctx context.Context, eng *engine.Engine, sinks []engine.NamedSi
 		case <-ctx.Done():
 			select {
 			case <-ex.Started():
-				// Forwarded to the command by the exec sink; wait for it.
+				// Forwarded to the command by the exec sink; wait for it,
+				// and kill it after -kill-timeout.
+				ex.Stopping()
 				ctx = context.Background()
 				continue
 			default:

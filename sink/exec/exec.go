@@ -122,6 +122,7 @@ type Sink struct {
 	code    int           // exit status, valid after done
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
+	killer  *time.Timer // armed by Stopping
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -308,12 +309,37 @@ func (s *Sink) Stop(ctx context.Context) int {
 	return s.ExitCode()
 }
 
+// Stopping tells the sink that the child was asked to stop from outside (the
+// SIGTERM or SIGINT peer-finder received, already forwarded): unless it has
+// exited after KillTimeout, it is SIGKILLed, so that peer-finder does not
+// outlive the kubelet's grace period. It returns at once; calling it again
+// does nothing.
+func (s *Sink) Stopping() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.killer != nil {
+		return
+	}
+	cmd := s.cmd
+	s.killer = time.AfterFunc(s.cfg.KillTimeout, func() {
+		select {
+		case <-s.done:
+		default:
+			s.log.Warn("exec: child did not stop in time, killing it", "timeout", s.cfg.KillTimeout)
+			_ = cmd.Process.Kill()
+		}
+	})
+}
+
 // Close stops forwarding signals and reaping; it does not touch the child.
 // Call it after Done to release the sink's goroutines.
 func (s *Sink) Close() {
 	s.mu.Lock()
-	cancel := s.cancel
+	cancel, killer := s.cancel, s.killer
 	s.mu.Unlock()
+	if killer != nil {
+		killer.Stop()
+	}
 	if cancel != nil {
 		cancel()
 	}
