@@ -20,6 +20,7 @@ import (
 
 	"github.com/flockd/flock/engine"
 	"github.com/flockd/flock/internal/config"
+	"github.com/flockd/flock/internal/reap"
 	"github.com/flockd/flock/membership"
 )
 
@@ -29,7 +30,12 @@ const (
 	ExitError            = 1 // runtime failure, or -diagnose found delivery held back
 	ExitUsage            = 2 // bad command line
 	ExitBootstrapTimeout = 3 // init mode gave up after -bootstrap-timeout
+	ExitNotDelivered     = 4 // init mode stopped (SIGTERM/SIGINT) before it delivered
 )
+
+// errNotDelivered ends an init run that was stopped before its delivery: it
+// must not look like a success (`peer-finder -on-start=... && app`).
+var errNotDelivered = errors.New("init mode stopped before the peer set was delivered")
 
 // OSEnv is the real machine environment for config.Parse.
 func OSEnv() config.Env {
@@ -66,6 +72,9 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 			return ExitBootstrapTimeout
 		case errors.Is(err, errHeldBack):
 			return ExitError
+		case errors.Is(err, errNotDelivered):
+			log.Error("stopped", "err", err)
+			return ExitNotDelivered
 		}
 		var ce *ChildExit
 		if errors.As(err, &ce) {
@@ -152,11 +161,25 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Wr
 			_ = srv.Shutdown(shutdownCtx)
 		}()
 	}
+	if reap.Needed() && cfg.Sinks.Exec == nil {
+		// pid 1 of the container (or a subreaper): hooks' orphans come to
+		// us. The exec sink runs its own reaper.
+		reapCtx, stopReap := context.WithCancel(context.WithoutCancel(ctx))
+		reaped := make(chan struct{})
+		go func() {
+			defer close(reaped)
+			_ = reap.Run(reapCtx, reap.Options{Grace: reap.DefaultGrace, Logger: log})
+		}()
+		defer func() { stopReap(); <-reaped }()
+	}
 	if err := runPipeline(ctx, p.engine, p.sinks, log); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		log.Info("stopping", "cause", context.Cause(ctx))
+		if cfg.InitMode() && !p.engine.Status().Delivered {
+			return errNotDelivered
+		}
 	}
 	return nil
 }

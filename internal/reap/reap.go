@@ -107,6 +107,18 @@ func SetSubreaper() error {
 	return nil
 }
 
+// Needed reports whether orphans come to this process, so it must reap them:
+// it is pid 1 (of its pid namespace: a container) or a child subreaper (the
+// setting survives execve, so a wrapper may have set it).
+func Needed() bool {
+	if os.Getpid() == 1 {
+		return true
+	}
+	var on int32
+	err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&on)), 0, 0, 0)
+	return err == nil && on != 0
+}
+
 // Run reaps orphaned zombies until ctx is done. Run one at a time per
 // process. It returns ctx's error, or an error when it cannot become a
 // subreaper.
