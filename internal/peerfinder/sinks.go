@@ -1,6 +1,7 @@
 package peerfinder
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/google/uuid"
@@ -58,6 +59,19 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			return nil, &config.UsageError{Flag: "json-file", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
+	}
+	// A hook or command that can never run is a usage error now, not a
+	// retry forever.
+	for _, c := range []struct {
+		flag string
+		argv []string
+	}{{"on-start", cfg.OnStart}, {"on-change", cfg.OnChange}, {"--", s.Exec}} {
+		if c.argv == nil {
+			continue
+		}
+		if err := hook.Runnable(c.argv); err != nil {
+			return nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
+		}
 	}
 	if cfg.OnStart != nil || cfg.OnChange != nil {
 		hk, err := hook.New(hook.Config{
