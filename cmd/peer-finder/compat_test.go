@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/pfbinary"
+	"github.com/flockd/flock/internal/testing/syncbuf"
 )
 
 // These tests run the real peer-finder binary against a real DNS server on
@@ -96,7 +97,7 @@ func waitRuns(t *testing.T, dir string, n int) []run {
 
 type process struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncbuf.Buffer // read while peer-finder writes it
 	done   chan error
 }
 
@@ -104,14 +105,18 @@ func start(t *testing.T, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
-	p := &process{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &process{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
+	// Its own process group, killed whole at the end: a command after --
+	// that outlives peer-finder must not keep the test waiting for stderr.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 		if t.Failed() {
 			t.Logf("peer-finder stderr:\n%s", p.stderr)

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/syncbuf"
+)
+
+// A command after -- that ignores SIGTERM is SIGKILLed after -kill-timeout
+// (issue 11 #3): peer-finder must not outlive the kubelet's grace period.
+func TestExecModeKillTimeoutOnSIGTERM(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 1, 80)
+	started := filepath.Join(t.TempDir(), "started")
+	script := fmt.Sprintf(`trap '' TERM; touch %s; while :; do sleep 0.02; done`, started)
+	p := start(t, append(common(dns.Addr()), "-kill-timeout=300ms", "--", "sh", "-c", script)...)
+	waitFile(t, started, func(string) bool { _, err := os.Stat(started); return err == nil })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("exit status %d, want %d (the command SIGKILLed after -kill-timeout)", code, 128+int(syscall.SIGKILL))
+	}
+}
+
+// An init run stopped before it delivered does not exit 0 (issue 11 #14):
+// `peer-finder -on-start=... && app` must not start app.
+func TestInitModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hook string // on-start body
+		self bool   // self is in the answer, so on-start runs
+	}{
+		{"waiting for self", "exit 0", false},
+		{"on-start failing", "exit 1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dns := dnstest.New(t)
+			if tc.self {
+				dns.Peers(svc, "web", 1, 80)
+			} else {
+				dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
+			}
+			dir := t.TempDir()
+			ran := filepath.Join(dir, "ran")
+			hook := filepath.Join(dir, "on-start.sh")
+			if err := os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+ran+"\n"+tc.hook+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p := start(t, append(common(dns.Addr()), "-on-start="+hook)...)
+			if tc.self {
+				waitFile(t, ran, func(string) bool { _, err := os.Stat(ran); return err == nil })
+			} else {
+				waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "self-not-found") })
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t); code != 4 {
+				t.Fatalf("exit status %d, want 4 (init mode stopped before it delivered)", code)
+			}
+		})
+	}
+}
+
+// Hooks and commands that can never run are usage errors at start (issue 11
+// #13), not retried forever.
+func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 1, 80)
+	dir := t.TempDir()
+	write := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noExec := write("no-exec.sh", "#!/bin/sh\n", 0o644)
+	noShebang := write("no-shebang", "echo hi\n", 0o755)
+	badInterp := write("bad-interp.sh", "#!/nonexistent/sh\n", 0o755)
+	good := write("good.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"missing on-start", []string{"-on-start=" + filepath.Join(dir, "missing.sh")}, "-on-start"},
+		{"not executable", []string{"-on-start=" + noExec}, "-on-start"},
+		{"a directory", []string{"-on-change=" + dir}, "-on-change"},
+		{"no interpreter line", []string{"-on-start=" + good, "-on-change=" + noShebang}, "-on-change"},
+		{"missing interpreter", []string{"-on-start=" + badInterp}, "-on-start"},
+		{"command not found", []string{"--", "/nonexistent"}, "--"},
+		{"command not in PATH", []string{"--", "no-such-command-flock"}, "--"},
+		{"empty command", []string{"--", ""}, "peer-finder: --: "}, // not "---: " (issue 11 #18)
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(binary, append(common(dns.Addr()), tc.args...)...)
+			cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("peer-finder did not exit; stderr:\n%s", stderr.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
+				t.Fatalf("status %d, stderr %q; want 2 naming %s", code, stderr.String(), tc.flag)
+			}
+		})
+	}
+}
+
+// As pid 1 of its container without --, peer-finder reaps the orphans its
+// hooks leave (issue 11 #5), and the hooks' statuses still count.
+func TestPID1ReapsOrphansOfHooks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start peer-finder as pid 1 of a new pid namespace (euid != 0)")
+	}
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 1, 80)
+	dir := t.TempDir()
+	// Each run leaves an orphan (a background sleep whose parent exits) and
+	// fails the first time, so a stolen exit status would show as a missing
+	// retry.
+	hook := filepath.Join(dir, "on-change.sh")
+	body := "#!/bin/sh\nsleep 0.05 &\nn=$(ls " + dir + "/runs 2>/dev/null | wc -l)\nmkdir -p " + dir + "/runs\ntouch " + dir + "/runs/$n\n[ \"$n\" -gt 0 ]\n"
+	if err := os.WriteFile(hook, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// As in a container: a new pid namespace with its own /proc, where
+	// peer-finder is pid 1 (unshare forks it, mounts /proc, and execs it).
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare(1) to start peer-finder as pid 1 with its own /proc")
+	}
+	cmd := exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", binary}, append(common(dns.Addr()), "-on-change="+hook)...)...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start in a new pid namespace: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("peer-finder stderr:\n%s", stderr.String())
+		}
+	}()
+	runs := filepath.Join(dir, "runs")
+	count := func() int { e, _ := os.ReadDir(runs); return len(e) }
+	// The first run fails; its retry must come (its status was not stolen).
+	for n := 2; n <= 5; n++ {
+		deadline := time.Now().Add(30 * time.Second)
+		for count() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d hook runs, want %d", count(), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		dns.Peers(svc, "web", n, 80)
+	}
+	// Every orphan exits after 50 ms; none may stay a zombie.
+	pf := childrenOf(cmd.Process.Pid) // peer-finder's pid as seen from here
+	if len(pf) != 1 {
+		t.Fatalf("unshare has children %v, want exactly peer-finder", pf)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		z := zombiesOf(pf[0])
+		if len(z) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies left under peer-finder (pid 1 of its namespace): %v", z)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Only the first run failed: no hook's exit status was taken by the reaper.
+	if n := strings.Count(stderr.String(), "delivery failed"); n != 1 {
+		t.Errorf("%d failed deliveries, want 1 (the first run)", n)
+	}
+}
+
+// zombiesOf lists the zombie children of pid, from /proc.
+func zombiesOf(pid int) []int { return procChildren(pid, true) }
+
+// childrenOf lists the children of pid, from /proc.
+func childrenOf(pid int) []int { return procChildren(pid, false) }
+
+func procChildren(pid int, zombies bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	var z []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && (f[0] == "Z" || !zombies) && f[1] == strconv.Itoa(pid) {
+			z = append(z, n)
+		}
+	}
+	return z
+}
