@@ -1,0 +1,194 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flockd/flock/internal/imagebuild"
+	"github.com/flockd/flock/internal/localcluster"
+)
+
+// ControllerImage is flock-controller's image as "make images" builds it.
+const ControllerImage = "ghcr.io/flockd/flock-controller:dev"
+
+// flockController installs the Flock CRD and runs flock-controller from its
+// image in a pod on the real node, scoped to the test's namespace, with the
+// generated ClusterRole (bound for this test only).
+func (b *bed) flockController() {
+	b.t.Helper()
+	ctx := context.Background()
+	dc, err := dynamic.NewForConfig(b.Config)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	body, _ := yaml.YAMLToJSON(repoFile(b.t, "config/crd/bases/flockd.io_flocks.yaml"))
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dc.Resource(crdGVR).Patch(ctx, "flocks.flockd.io", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "flock-tests", Force: ptr.To(true)}); err != nil {
+		b.t.Fatalf("install the Flock CRD: %v", err)
+	}
+	b.WaitFor(b.t, "Flock CRD served", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := dc.Resource(schema.GroupVersionResource{Group: "flockd.io", Version: "v1alpha1", Resource: "flocks"}).Namespace(b.ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(repoFile(b.t, "config/rbac/role.yaml"), &role); err != nil {
+		b.t.Fatal(err)
+	}
+	role.ObjectMeta = metav1.ObjectMeta{Name: "flock-controller-" + b.ns}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "flock-controller", Namespace: b.ns}},
+	}
+	if _, err := b.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() {
+		_ = b.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = b.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	if _, err := b.Client.CoreV1().ServiceAccounts(b.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "flock-controller"}}, metav1.CreateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.createPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "flock-controller"},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "flock-controller",
+			Containers: []corev1.Container{{
+				Name: "manager", Image: ControllerImage,
+				Args: []string{"-namespace=" + b.ns, "-leader-elect=false", "-metrics-bind-address=0"},
+				SecurityContext: &corev1.SecurityContext{
+					ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	})
+	b.waitPod("flock-controller", "running", 2*time.Minute, containerRunning("manager"))
+}
+
+// importImage builds an image of files for this machine's architecture and
+// imports it into the real node's containerd under ref.
+func (b *bed) importImage(ref string, cfg imagebuild.Config, files []imagebuild.File) {
+	b.t.Helper()
+	layer, err := imagebuild.Layer(files, time.Unix(0, 0))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	img, err := imagebuild.Image(cfg, layer)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	idx, err := imagebuild.Index(nil, img)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	tar := filepath.Join(b.t.TempDir(), "image.tar")
+	if err := imagebuild.WriteArchive(tar, ref, idx, time.Unix(0, 0)); err != nil {
+		b.t.Fatal(err)
+	}
+	out, err := exec.Command("ctr", "--address="+b.RealNode.Containerd, "--namespace=k8s.io", "images", "import", tar).CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("import %s: %v: %s", ref, err, out)
+	}
+}
+
+// TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml: the etcd
+// container of the example runs in a shell-less image (as quay.io's etcd
+// image is: the example once ran "sh -c" there and could never start), its
+// data on the node under the example's storage.local.path. The stand-in
+// image under the example's image name holds only the etcd binary the local
+// cluster is built with. The real node is one node and NodePinned places one
+// member per node, so member 0 runs and the others wait for nodes.
+func TestExampleFlockNodePinned(t *testing.T) {
+	b := newBed(t)
+	cache, err := localcluster.CacheRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := os.ReadFile(localcluster.Components[0].Bin(cache, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := repoFile(t, "examples/flock/node-pinned.yaml")
+	ref := "quay.io/coreos/etcd:v3.5.17"
+	if !bytes.Contains(manifest, []byte("image: "+ref)) {
+		t.Fatalf("node-pinned.yaml no longer uses %s; update the stand-in", ref)
+	}
+	files := []imagebuild.File{imagebuild.Regular("/usr/local/bin/etcd", 0o755, etcd), imagebuild.Dir("/tmp", 0o1777)}
+	// The cached etcd links the C library dynamically: take this machine's.
+	out, err := exec.Command("ldd", localcluster.Components[0].Bin(cache, "etcd")).Output()
+	if err != nil {
+		t.Fatalf("ldd etcd: %v", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(f, "/") {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, imagebuild.Regular(f, 0o755, data))
+	}
+	b.importImage(ref, imagebuild.Config{Entrypoint: []string{"/usr/local/bin/etcd"}, Env: []string{"PATH=/usr/local/bin"}}, files)
+	b.flockController()
+
+	// The example's eligible nodes carry node-role.example.com/db=true.
+	label := func(op string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"node-role.example.com/db":%s}}}`, op)
+		if _, err := b.Client.CoreV1().Nodes().Patch(context.Background(), localcluster.RealNodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(`"true"`)
+	t.Cleanup(func() { label("null") })
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/lib/flock", b.ns)) })
+
+	b.apply(manifest, func(o *unstructured.Unstructured) {
+		if o.GetKind() == "Flock" { // tolerate the real node's taint
+			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{
+				"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule",
+			}}, "spec", "tolerations")
+		}
+	})
+	log := b.waitLog("etcd-0", "etcd", "etcd-0", 3*time.Minute)
+	p := b.waitPod("etcd-0", "running", time.Minute, containerRunning("etcd"))
+	if p.Spec.NodeName != localcluster.RealNodeName {
+		t.Errorf("etcd-0 on %q, want %s", p.Spec.NodeName, localcluster.RealNodeName)
+	}
+	if !strings.Contains(log, "etcd-0.etcd."+b.ns+".svc.cluster.local:2380") {
+		t.Errorf("etcd-0 did not get its expanded peer URL:\n%s", log)
+	}
+	b.WaitFor(t, "etcd-0's data on the node", time.Minute, func(context.Context) (bool, error) {
+		m, _ := filepath.Glob(filepath.Join("/var/lib/flock", b.ns, "etcd", "*", "member"))
+		return len(m) == 1, nil
+	})
+}
