@@ -230,6 +230,10 @@ func TestSidecarOnChange(t *testing.T) {
 		Containers: []corev1.Container{
 			{Name: "main", Command: []string{"sleep", "infinity"}},
 			{Name: "classic", Args: args, SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)}},
+			{ // the dns source, from the pod's own resolv.conf
+				Name: "classic-dns", Args: []string{"-on-change=/scripts/on-change.sh", "-service=web"},
+				SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)},
+			},
 			{
 				Name: "hosts", Args: []string{"-service=web", "-source=endpointslice", "-hosts-file=/etc/hosts"},
 				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), ReadOnlyRootFilesystem: ptr.To(true)},
@@ -237,12 +241,12 @@ func TestSidecarOnChange(t *testing.T) {
 		},
 	})
 	self0, self1 := b.fqdn("web-0", "web"), b.fqdn("web-1", "web")
-	for _, c := range []string{"native", "classic"} {
+	for _, c := range []string{"native", "classic", "classic-dns"} {
 		b.waitLog("web-0", c, "peers: "+self0, 2*time.Minute)
 	}
 	b.waitPod("web-0", "ready", time.Minute, podReady)
 	b.scale("web", 2)
-	for _, c := range []string{"native", "classic"} {
+	for _, c := range []string{"native", "classic", "classic-dns"} {
 		log := b.waitLog("web-0", c, "on-change event=change peers: "+self0+" "+self1, 2*time.Minute)
 		if !strings.Contains(log, "on-change event=start") {
 			t.Errorf("%s: no first delivery in\n%s", c, log)

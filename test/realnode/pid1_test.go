@@ -39,13 +39,23 @@ func TestPid1(t *testing.T) {
 	b := newBed(t)
 	b.service("pid1")
 
+	b.rbac("endpointslice.yaml")
+	es := pid1Pod("exits-es", `echo started; exit 9`)
+	es.Spec.ServiceAccountName = "peer-finder"
+	es.Spec.Containers[0].Args = append([]string{"-source=endpointslice", "-include-not-ready"}, es.Spec.Containers[0].Args...)
 	b.createPod(pid1Pod("exits", `echo started; exit 7`))
-	p := b.waitPod("exits", "terminated", 2*time.Minute, func(p *corev1.Pod) bool {
-		s := status(p, "app")
-		return s != nil && s.State.Terminated != nil
-	})
-	if code := status(p, "app").State.Terminated.ExitCode; code != 7 {
-		t.Errorf("container exit status %d, want the app's 7", code)
+	b.createPod(es)
+	for pod, want := range map[string]int32{"exits": 7, "exits-es": 9} {
+		p := b.waitPod(pod, "terminated", 2*time.Minute, func(p *corev1.Pod) bool {
+			s := status(p, "app")
+			return s != nil && s.State.Terminated != nil
+		})
+		if code := status(p, "app").State.Terminated.ExitCode; code != want {
+			t.Errorf("%s: container exit status %d, want the app's %d", pod, code, want)
+		}
+		if log := b.logs(pod, "app", false); !strings.Contains(log, "started") {
+			t.Errorf("%s: the app never ran:\n%s", pod, log)
+		}
 	}
 
 	// Orphans: each (sleep &) subshell exits at once, leaving its sleep to
