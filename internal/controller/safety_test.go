@@ -369,3 +369,137 @@ func TestReleasedVolumeRebound(t *testing.T) {
 	}
 	e.waitEvent("VolumeRebound", vol1)
 }
+
+// patchNode merge-patches node.
+func (e *env) patchNode(node, patch string) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := e.cl.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		e.t.Fatalf("patch node %s with %s: %v", node, patch, err)
+	}
+}
+
+// waitsFor waits until member ord of Flock name waits for reason, named in
+// the Degraded condition.
+func (e *env) waitsFor(name string, ord int32, reason string) {
+	e.c.WaitFor(e.t, fmt.Sprintf("%s-%d waiting: %s", name, ord, reason), deadline, func(context.Context) (bool, error) {
+		f := e.get(name)
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1.ConditionDegraded)
+		return members(f)[ord].Waiting == reason && c != nil && c.Status == metav1.ConditionTrue &&
+			strings.Contains(c.Message, fmt.Sprintf("%s-%d", name, ord)), fmt.Errorf("member %+v, Degraded %+v", members(f)[ord], c)
+	})
+}
+
+// TestStatusNamesEveryWait: a member whose node lost the selector label, or
+// got a NoExecute taint the Flock does not tolerate, waits, and status says so.
+func TestStatusNamesEveryWait(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startManager()
+	if err := e.cl.Create(context.Background(), e.flock("tw", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("tw", 2)
+
+	// The node loses the selector label: the running member keeps running
+	// (not waiting); once its pod is gone it cannot come back there.
+	e.patchNode(nodes[0], fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, poolKey))
+	t.Cleanup(func() { e.patchNode(nodes[0], fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, poolKey, e.pool)) })
+	settle()
+	if m := members(e.get("tw"))[0]; m.Waiting != "" || !m.Ready {
+		t.Errorf("member 0 still running on its node: status %+v, want ready, not waiting", m)
+	}
+	e.deletePod("tw-0")
+	e.waitsFor("tw", 0, controller.WaitNodeNotSelected)
+	e.patchNode(nodes[0], fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, poolKey, e.pool))
+	e.waitPinnedReady("tw", 2)
+
+	// A NoExecute taint the Flock does not tolerate evicts the member.
+	e.patchNode(nodes[1], fmt.Sprintf(`{"spec":{"taints":[{"key":%q,"value":%q,"effect":"NoSchedule"},{"key":"test.flockd.io/evict","effect":"NoExecute"}]}}`, poolKey, e.pool))
+	t.Cleanup(func() {
+		e.patchNode(nodes[1], fmt.Sprintf(`{"spec":{"taints":[{"key":%q,"value":%q,"effect":"NoSchedule"}]}}`, poolKey, e.pool))
+	})
+	e.waitsFor("tw", 1, controller.WaitNodeTainted)
+	e.patchNode(nodes[1], fmt.Sprintf(`{"spec":{"taints":[{"key":%q,"value":%q,"effect":"NoSchedule"}]}}`, poolKey, e.pool))
+	if got := e.waitPinnedReady("tw", 2); !maps.Equal(got, nodes) {
+		t.Errorf("placement %v, want %v", got, nodes)
+	}
+}
+
+// TestStorageOverlapRefused: a Flock whose storage directory lies inside
+// another Flock's is refused before it creates a volume there.
+func TestStorageOverlapRefused(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startManager()
+	ctx := context.Background()
+	first := e.flock("ov", flockv1.ModeNodePinned, 1)
+	first.Spec.Storage.Local = &flockv1.LocalStorage{Path: "/var/lib/flock-ov"}
+	if err := e.cl.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPinnedReady("ov", 1)
+	// Its directory: /var/lib/flock-ov/<ns>/ov; the second one's would be
+	// /var/lib/flock-ov/<ns>/ov/data-0/<ns>/in, inside member 0's data.
+	second := e.flock("in", flockv1.ModeNodePinned, 1)
+	second.Spec.Storage.Local = &flockv1.LocalStorage{Path: fmt.Sprintf("/var/lib/flock-ov/%s/ov/data-0", e.ns)}
+	if err := e.cl.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "flock in refused: StoragePathOverlap", deadline, func(context.Context) (bool, error) {
+		if n := len(e.volumes("in")); n != 0 {
+			t.Fatalf("%d volumes created for flock in inside flock ov's data", n)
+		}
+		c := meta.FindStatusCondition(e.get("in").Status.Conditions, flockv1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "StoragePathOverlap", fmt.Errorf("Degraded %+v", c)
+	})
+	e.waitEvent("StoragePathOverlap", "ov")
+	settle()
+	if n := len(e.volumes("in")); n != 0 {
+		t.Fatalf("%d volumes created for flock in inside flock ov's data", n)
+	}
+	e.waitPinnedReady("ov", 1) // the first one keeps working
+}
+
+// TestRecreatedFlockGetsItsDataBack: a Flock deleted together with its
+// claims (as deleting its namespace does) and then created again finds its
+// members' Released volumes: each member goes back to the node with its data
+// and the volume is bound to the new claim.
+func TestRecreatedFlockGetsItsDataBack(t *testing.T) {
+	e := newEnv(t, 4)
+	e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("rc", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("rc", 2)
+	vols := map[int32]string{0: e.claimVolume("rc", 0), 1: e.claimVolume("rc", 1)}
+	if err := e.cl.Delete(ctx, e.get("rc")); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "members of rc gone", deadline, func(context.Context) (bool, error) {
+		_, err0 := e.pod("rc-0")
+		_, err1 := e.pod("rc-1")
+		return apierrors.IsNotFound(err0) && apierrors.IsNotFound(err1), nil
+	})
+	if err := e.cl.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitFor(t, "volumes of rc Released", deadline, func(context.Context) (bool, error) {
+		for _, pv := range e.volumes("rc") {
+			if pv.Status.Phase != corev1.VolumeReleased {
+				return false, fmt.Errorf("%s %s", pv.Name, pv.Status.Phase)
+			}
+		}
+		return true, nil
+	})
+	if err := e.cl.Create(ctx, e.flock("rc", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitPinnedReady("rc", 2)
+	for i := range int32(2) {
+		if got[i] != nodes[i] || e.claimVolume("rc", i) != vols[i] {
+			t.Errorf("member %d on %s with volume %s, want its node %s and its volume %s", i, got[i], e.claimVolume("rc", i), nodes[i], vols[i])
+		}
+	}
+	if n := len(e.volumes("rc")); n != 2 {
+		t.Errorf("%d volumes, want the 2 old ones (no new, empty ones)", n)
+	}
+}
