@@ -28,8 +28,11 @@
 // queried one by one: that would cost two queries per peer per poll, 1,000
 // per second at 500 peers; such peers keep the IPs they had in the
 // previous answer, or are delivered without IPs. Records that
-// are not SRV records of the queried name, root targets and targets that are
-// not host names are skipped; the good records next to them are delivered.
+// are not SRV records of the queried name are skipped. Only the service's own
+// members are delivered: a target must be one valid RFC 1123 label below the
+// queried name (see member); other targets are rejected, logged once per
+// change of what is rejected with the reason, and the good records next to
+// them are delivered.
 package dns
 
 import (
@@ -46,6 +49,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flockd/flock/peer"
 	"github.com/flockd/flock/source"
@@ -235,14 +239,22 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		failures   int    // consecutive failed lookups
 		failReason string // reason of the current failing state
 		failSince  time.Time
+		rejects    string // the rejected targets last logged
 	)
 	for {
-		set, err := s.lookup(ctx)
+		set, rejected, err := s.lookupMembers(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
 			set = keepIPs(set, last)
+			if key := fmt.Sprint(rejected); key != rejects {
+				if len(rejected) > 0 {
+					s.log.Warn("dns answer names targets that are not members of the service; not delivered",
+						"name", s.name, "rejected", rejected)
+				}
+				rejects = key
+			}
 		}
 		if err != nil {
 			failures++
@@ -314,6 +326,12 @@ func (s *Source) Lookup(ctx context.Context) ([]peer.Peer, error) {
 }
 
 func (s *Source) lookup(ctx context.Context) (peer.Set, error) {
+	set, _, err := s.lookupMembers(ctx)
+	return set, err
+}
+
+// lookupMembers is lookup that also returns the SRV targets it rejected.
+func (s *Source) lookupMembers(ctx context.Context) (peer.Set, []Rejected, error) {
 	if s.metrics != nil {
 		s.metrics.Lookups.Inc()
 	}
@@ -324,7 +342,8 @@ func (s *Source) lookup(ctx context.Context) (peer.Set, error) {
 		if err == nil {
 			switch resp.Rcode {
 			case dns.RcodeSuccess:
-				return s.parse(resp), nil
+				set, rejected := s.parse(resp)
+				return set, rejected, nil
 			case dns.RcodeNameError:
 				nxdomain++
 				continue
@@ -333,7 +352,7 @@ func (s *Source) lookup(ctx context.Context) (peer.Set, error) {
 			}
 		}
 		if ctx.Err() != nil {
-			return peer.Set{}, fmt.Errorf("dns lookup %s: %w", s.name, ctx.Err())
+			return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, ctx.Err())
 		}
 		err = fmt.Errorf("server %s: %w", server, err)
 		if s.metrics != nil {
@@ -345,9 +364,9 @@ func (s *Source) lookup(ctx context.Context) (peer.Set, error) {
 		errs = append(errs, err)
 	}
 	if nxdomain == len(s.servers) {
-		return peer.Set{}, nil
+		return peer.Set{}, nil, nil
 	}
-	return peer.Set{}, fmt.Errorf("dns lookup %s: %w", s.name, errors.Join(errs...))
+	return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, errors.Join(errs...))
 }
 
 // query asks one server over UDP, and again over TCP if the answer is truncated.
@@ -439,8 +458,18 @@ func firstLeaf(err error) error {
 	return err
 }
 
-// parse turns an answer into peers, skipping records that do not belong.
-func (s *Source) parse(resp *dns.Msg) peer.Set {
+// Rejected is an SRV target that was not delivered, and why.
+type Rejected struct {
+	Target string
+	Reason string
+}
+
+// String returns "target (reason)" for logs.
+func (r Rejected) String() string { return r.Target + " (" + r.Reason + ")" }
+
+// parse turns an answer into peers, skipping records that do not belong, and
+// returns the SRV targets of the queried name it rejected (see member).
+func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	ips := make(map[string][]string, len(resp.Extra))
 	for _, sec := range [][]dns.RR{resp.Extra, resp.Answer} {
 		for _, rr := range sec {
@@ -455,6 +484,7 @@ func (s *Source) parse(resp *dns.Msg) peer.Set {
 		}
 	}
 	peers := make([]peer.Peer, 0, len(resp.Answer))
+	var rejected []Rejected
 	skipped := 0
 	for _, rr := range resp.Answer {
 		srv, ok := rr.(*dns.SRV)
@@ -465,14 +495,13 @@ func (s *Source) parse(resp *dns.Msg) peer.Set {
 			continue
 		}
 		target := dns.CanonicalName(srv.Target)
-		if !isHostName(target) {
-			skipped++
+		name, err := member(target, s.name)
+		if err != nil {
+			rejected = append(rejected, Rejected{Target: strings.TrimSuffix(target, "."), Reason: err.Error()})
 			continue
 		}
-		fqdn := strings.TrimSuffix(target, ".")
-		name, _, _ := strings.Cut(fqdn, ".")
 		p := peer.Peer{
-			FQDN:    fqdn,
+			FQDN:    strings.TrimSuffix(target, "."),
 			Name:    name,
 			IPs:     ips[target],
 			Ready:   true,
@@ -487,7 +516,26 @@ func (s *Source) parse(resp *dns.Msg) peer.Set {
 		s.log.Debug("dns answer has records that are not peers; skipped them",
 			"name", s.name, "skipped", skipped, "peers", len(peers))
 	}
-	return peer.NewSet(peers...)
+	slices.SortFunc(rejected, func(a, b Rejected) int { return strings.Compare(a.Target, b.Target) })
+	return peer.NewSet(peers...), slices.Compact(rejected)
+}
+
+// member returns the first label of target when target (absolute, lower
+// case) is a member of the service: exactly one label below service, and
+// that label a valid RFC 1123 label (letters, digits and inner '-': no '_',
+// no leading '-' that a hook would read as an option). Anything else — a
+// foreign name, localhost, another service's member, a name deeper below
+// the service — could shadow a real member's name in the hosts file and
+// count toward -expect, so it is rejected with the reason.
+func member(target, service string) (string, error) {
+	if !isHostName(target) || !dns.IsSubDomain(service, target) || dns.CountLabel(target) != dns.CountLabel(service)+1 {
+		return "", fmt.Errorf("not a member of %s", strings.TrimSuffix(service, "."))
+	}
+	label, _, _ := strings.Cut(target, ".")
+	if errs := validation.IsDNS1123Label(label); len(errs) > 0 {
+		return "", fmt.Errorf("not an RFC 1123 name: %s", strings.Join(errs, "; "))
+	}
+	return label, nil
 }
 
 // isHostName reports whether name (absolute, lower case) is a host name made

@@ -1,0 +1,75 @@
+package dns
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flockd/flock/internal/testing/dnstest"
+)
+
+// Only the service's own members, with valid RFC 1123 names, come out of an
+// answer (issue 11 #4, #9); the rejected targets are logged once per change
+// of what is rejected, with the reason, at the default level.
+func TestOnlyOwnMembersAccepted(t *testing.T) {
+	s := dnstest.New(t)
+	good := []dnstest.SRVRecord{{Target: "web-0." + svc, Port: 80}, {Target: "10-1-2-3." + svc, Port: 80}, {Target: "WEB-2." + strings.ToUpper(svc), Port: 80}}
+	hostile := []dnstest.SRVRecord{
+		{Target: "foreign.example.com", Port: 80},
+		{Target: "localhost", Port: 80},
+		{Target: "db-0.db.default.svc.cluster.local", Port: 80}, // another service's member
+		{Target: "a.web-0." + svc, Port: 80},                    // not a direct member
+		{Target: "-lead." + svc, Port: 80},                      // reads as an option to a hook
+		{Target: "_x." + svc, Port: 80},
+		{Target: "web_1." + svc, Port: 80},
+		{Target: "web-9-." + svc, Port: 80},
+		{Target: svc, Port: 80}, // the service itself
+	}
+	s.SetSRV(svc, append(slices.Clone(good), hostile...)...)
+	h := run(t, Config{Name: svc, Servers: []string{s.Addr()}})
+	sent, _ := h.step()
+	want := []string{"10-1-2-3." + svc, "web-0." + svc, "web-2." + svc}
+	if got := fqdns(sent); !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want only the service's own members %v", got, want)
+	}
+	warns := h.logs.messages(slog.LevelWarn)
+	if len(warns) != 1 {
+		t.Fatalf("warnings = %q, want one about the rejected targets", warns)
+	}
+	logged := h.logs.attrs(slog.LevelWarn)
+	for _, r := range hostile {
+		name := strings.ToLower(strings.TrimSuffix(r.Target, "."))
+		if !strings.Contains(logged, name) {
+			t.Errorf("rejected target %q not named in the log: %s", name, logged)
+		}
+	}
+	if !strings.Contains(logged, "not a member of "+svc) || !strings.Contains(logged, "RFC 1123") {
+		t.Errorf("log does not say why: %s", logged)
+	}
+	// The same answer again: no new warning.
+	h.step()
+	if n := len(h.logs.messages(slog.LevelWarn)); n != 1 {
+		t.Errorf("%d warnings after an unchanged answer, want still 1", n)
+	}
+	// A change of what is rejected is logged again.
+	s.SetSRV(svc, append(slices.Clone(good), dnstest.SRVRecord{Target: "evil.example.org", Port: 80})...)
+	h.step()
+	if n := len(h.logs.messages(slog.LevelWarn)); n != 2 {
+		t.Errorf("%d warnings after the rejected names changed, want 2", n)
+	}
+}
+
+// attrs renders the attributes of the records at level, for assertions.
+func (r *recorder) attrs(level slog.Level) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, rec := range r.records {
+		if rec.Level == level {
+			rec.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, "%s=%v ", a.Key, a.Value); return true })
+		}
+	}
+	return b.String()
+}
