@@ -15,7 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/flockd/flock/sink/hook"
+	"github.com/flockd/flock/sink/hostsfile"
 )
 
 // UsageError is a problem with the command line; peer-finder exits with
@@ -67,7 +70,12 @@ type Config struct {
 	// DNSServers are host:port; from -dns-server or resolv.conf nameservers.
 	DNSServers []string
 
-	PollPeriod      time.Duration
+	PollPeriod time.Duration
+	// DNSTimeout bounds each DNS query (-dns-timeout, else resolv.conf
+	// options timeout:, else 2s); DNSAttempts is how many times the servers
+	// are tried per lookup (resolv.conf options attempts:, else 1).
+	DNSTimeout      time.Duration
+	DNSAttempts     int
 	MinPeers        int
 	StableFor       time.Duration
 	HookTimeout     time.Duration
@@ -115,8 +123,8 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	// Upstream-compatible flags.
 	fs.StringVar(&c.OnStartRaw, "on-start", "", "Script to run on the first delivery of the peer set (init-container mode when it is the only hook: peer-finder exits after it succeeded). A path, or a command line split by shell-word rules without a shell.")
 	fs.StringVar(&c.OnChangeRaw, "on-change", "", "Script to run on every change of the peer set (and on the first delivery when -on-start is not set).")
-	fs.StringVar(&c.Service, "service", "", "Governing headless service whose members are the peers. Required.")
-	fs.StringVar(&c.Namespace, "ns", "", "Namespace of the service; default $POD_NAMESPACE.")
+	fs.StringVar(&c.Service, "service", "", "Governing headless service whose members are the peers (lowercased: DNS names are case-insensitive). Required.")
+	fs.StringVar(&c.Namespace, "ns", "", "Namespace of the service (lowercased); default $POD_NAMESPACE.")
 	fs.StringVar(&c.Domain, "domain", "", "Cluster domain, e.g. cluster.local; default inferred from the <ns>.svc.<domain> entry of the /etc/resolv.conf search list.")
 	// flock's flags.
 	fs.StringVar(&c.Hostname, "hostname", "", "This member's host name (the first label of its FQDN); default the OS host name.")
@@ -133,7 +141,8 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 		c.DNSServers = append(c.DNSServers, s)
 		return nil
 	})
-	fs.DurationVar(&c.PollPeriod, "poll-period", time.Second, "Pause between DNS lookups; failures back off from it up to 15s.")
+	fs.DurationVar(&c.PollPeriod, "poll-period", time.Second, "Pause between DNS lookups, at least 50ms; failures back off from it up to 15s.")
+	fs.DurationVar(&c.DNSTimeout, "dns-timeout", 0, "Timeout of each DNS query; default the resolv.conf options timeout:, else 2s.")
 	fs.IntVar(&c.MinPeers, "min-peers", 1, "Deliver only when at least this many peers (self included) are visible.")
 	fs.DurationVar(&c.StableFor, "stable-for", 0, "Deliver only when the peer set has not changed for this long (coalesces churn during rolling starts).")
 	fs.DurationVar(&c.HookTimeout, "hook-timeout", 0, "Kill a hook's whole process group when it runs longer than this; 0 means no limit.")
@@ -213,7 +222,7 @@ func (c *Config) complete(env Env) error {
 	if c.OnStart == nil && c.OnChange == nil && !c.Diagnose && !c.Sinks.Any() {
 		return usage("on-start", "set -on-start and/or -on-change (or -hosts-file, -json-file, -- CMD)")
 	}
-	if c.Service = strings.TrimSpace(c.Service); c.Service == "" {
+	if c.Service = strings.ToLower(strings.TrimSpace(c.Service)); c.Service == "" {
 		return usage("service", "required: the governing headless service")
 	}
 	if !isLabel(c.Service) {
@@ -222,7 +231,7 @@ func (c *Config) complete(env Env) error {
 	if c.Namespace == "" && env.Getenv != nil {
 		c.Namespace = env.Getenv("POD_NAMESPACE")
 	}
-	if c.Namespace == "" {
+	if c.Namespace = strings.ToLower(c.Namespace); c.Namespace == "" {
 		return usage("ns", "required: pass -ns or set POD_NAMESPACE")
 	}
 	if !isLabel(c.Namespace) {
@@ -260,6 +269,19 @@ func (c *Config) complete(env Env) error {
 	} else {
 		c.Domain = strings.Trim(strings.ToLower(c.Domain), ".")
 		c.DomainSource = "-domain flag"
+		if err := validDomain(c.Domain); err != nil {
+			return usage("domain", "%v", err)
+		}
+	}
+	c.DNSAttempts = 1
+	if resolv != nil {
+		if c.DNSTimeout == 0 {
+			c.DNSTimeout = resolv.Timeout
+		}
+		c.DNSAttempts = max(resolv.Attempts, 1)
+	}
+	if c.DNSTimeout == 0 {
+		c.DNSTimeout = defaultDNSTimeout
 	}
 	if needServers {
 		if len(resolv.Servers) == 0 {
@@ -268,8 +290,12 @@ func (c *Config) complete(env Env) error {
 		c.DNSServers = resolv.Servers
 	}
 	switch {
-	case c.PollPeriod <= 0:
-		return usage("poll-period", "must be positive, got %v", c.PollPeriod)
+	case c.PollPeriod < MinPollPeriod:
+		return usage("poll-period", "must be at least %v, got %v", MinPollPeriod, c.PollPeriod)
+	case c.DNSTimeout < 0:
+		return usage("dns-timeout", "must not be negative, got %v", c.DNSTimeout)
+	case c.Bootstrap.Expect > MaxMembers:
+		return usage("expect", "at most %d members, got %d", MaxMembers, c.Bootstrap.Expect)
 	case c.MinPeers < 0:
 		return usage("min-peers", "must not be negative, got %d", c.MinPeers)
 	case c.StableFor < 0:
@@ -279,6 +305,11 @@ func (c *Config) complete(env Env) error {
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
 		return usage("log-format", "want text or json, got %q", c.LogFormat)
 	}
+	if c.MetricsAddr != "" {
+		if _, _, err := splitHostPortZero(c.MetricsAddr); err != nil {
+			return usage("metrics-addr", "%q: %v", c.MetricsAddr, err)
+		}
+	}
 	if err := c.completeKube(env); err != nil {
 		return err
 	}
@@ -286,6 +317,29 @@ func (c *Config) complete(env Env) error {
 		return err
 	}
 	return c.completeSinks(env)
+}
+
+// Bounds of the command line.
+const (
+	// MinPollPeriod is the shortest -poll-period: at most 20 lookups a second.
+	MinPollPeriod = 50 * time.Millisecond
+	// MaxMembers bounds -expect and the names of -hosts-expect.
+	MaxMembers = hostsfile.MaxExpected
+	// defaultDNSTimeout is the query timeout without -dns-timeout or a
+	// resolv.conf timeout: option.
+	defaultDNSTimeout = 2 * time.Second
+)
+
+// validDomain reports why d (lower case, without outer dots) is not a
+// cluster domain: an RFC 1123 subdomain such as cluster.local.
+func validDomain(d string) error {
+	if d == "" {
+		return errors.New("empty domain")
+	}
+	if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+		return fmt.Errorf("%q is not a valid domain: %s", d, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // isLabel reports whether s is an RFC 1123 DNS label.

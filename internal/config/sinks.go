@@ -95,8 +95,14 @@ func (c *Config) completeSinks(env Env) error {
 	if s.HostsID == "" {
 		s.HostsID = c.Service
 	}
-	if _, err := hostsfile.NewNamer(s.NameTemplate, s.AliasTemplates, s.IndexLabel); err != nil {
+	if !validID(s.HostsID) {
+		return usage("hosts-id", "%q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", s.HostsID)
+	}
+	if _, err := hostsfile.NewNamer(s.NameTemplate, nil, s.IndexLabel); err != nil {
 		return usage("hosts-name-template", "%v", err)
+	}
+	if _, err := hostsfile.NewNamer(s.NameTemplate, s.AliasTemplates, s.IndexLabel); err != nil {
+		return usage("hosts-alias-template", "%v", err)
 	}
 	var err error
 	switch {
@@ -126,4 +132,20 @@ func (c *Config) completeSinks(env Env) error {
 		return usage("once", "cannot be combined with a command after --")
 	}
 	return nil
+}
+
+// validID reports whether id can name a hosts-file block: it is written into
+// the marker lines, so no spaces, newlines or other bytes that would change
+// what a marker is.
+func validID(id string) bool {
+	if id == "" || len(id) > 63 {
+		return false
+	}
+	for i, r := range id {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '.' && r != '_' && r != '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -39,11 +39,13 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		switch name {
 		case config.SourceDNS:
 			src, err := dnssource.New(dnssource.Config{
-				Name:    cfg.ServiceFQDN(),
-				Servers: cfg.DNSServers,
-				Period:  cfg.PollPeriod,
-				Logger:  l,
-				Metrics: dnssource.NewMetrics(reg),
+				Name:     cfg.ServiceFQDN(),
+				Servers:  cfg.DNSServers,
+				Period:   cfg.PollPeriod,
+				Timeout:  cfg.DNSTimeout,
+				Attempts: cfg.DNSAttempts,
+				Logger:   l,
+				Metrics:  dnssource.NewMetrics(reg),
 			})
 			if err != nil {
 				return nil, err

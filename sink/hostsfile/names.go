@@ -198,6 +198,10 @@ func ValidName(name string) error {
 	return nil
 }
 
+// MaxExpected bounds the number of expected names (ParseExpected,
+// ExpectedFromCount), so a typo cannot allocate billions of names.
+const MaxExpected = 100_000
+
 // ParseExpected parses an expected-names spec: a comma-separated list whose
 // items are either "role=replicas" (expanding to role-0 … role-(replicas-1))
 // or a literal host name. "ps=1,worker=3" gives ps-0, worker-0, worker-1,
@@ -220,6 +224,9 @@ func ParseExpected(spec string) ([]string, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(count))
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("expected names %q: replicas of %q must be a non-negative integer", spec, role)
+		}
+		if n > MaxExpected-len(names) {
+			return nil, fmt.Errorf("expected names %q: more than %d names", spec, MaxExpected)
 		}
 		role = strings.TrimSpace(role)
 		for i := range n {
@@ -245,6 +252,9 @@ func ExpectedFromCount(self string, n int) ([]string, error) {
 	}
 	if _, err := strconv.Atoi(host[i+1:]); err != nil {
 		return nil, fmt.Errorf("cannot derive expected names from %q: no -<ordinal> suffix", self)
+	}
+	if n < 0 || n > MaxExpected {
+		return nil, fmt.Errorf("cannot derive %d expected names: at most %d", n, MaxExpected)
 	}
 	names := make([]string, 0, n)
 	for j := range n {

@@ -77,6 +77,9 @@ type Config struct {
 	Period time.Duration
 	// Timeout bounds each query to each server, per transport (DefaultTimeout).
 	Timeout time.Duration
+	// Attempts is how many rounds over the servers one lookup makes before
+	// it fails (resolv.conf's attempts:); 1 when zero.
+	Attempts int
 	// MaxBackoff caps the pause between lookups while every server fails
 	// (DefaultMaxBackoff). The pause doubles from 2×Period per failed lookup,
 	// with jitter, and never exceeds MaxBackoff.
@@ -141,6 +144,7 @@ type Source struct {
 	servers    []string
 	period     time.Duration
 	timeout    time.Duration
+	attempts   int
 	maxBackoff time.Duration
 	log        *slog.Logger
 	metrics    *Metrics
@@ -184,6 +188,7 @@ func New(cfg Config) (*Source, error) {
 		servers:    servers,
 		period:     cmpOr(cfg.Period, DefaultPeriod),
 		timeout:    cmpOr(cfg.Timeout, DefaultTimeout),
+		attempts:   max(cfg.Attempts, 1),
 		maxBackoff: cmpOr(cfg.MaxBackoff, DefaultMaxBackoff),
 		log:        cfg.Logger,
 		metrics:    cfg.Metrics,
@@ -337,34 +342,39 @@ func (s *Source) lookupMembers(ctx context.Context) (peer.Set, []Rejected, error
 	}
 	var errs []error
 	nxdomain := 0
-	for _, server := range s.servers {
-		resp, err := s.query(ctx, server)
-		if err == nil {
-			switch resp.Rcode {
-			case dns.RcodeSuccess:
-				set, rejected := s.parse(resp)
-				return set, rejected, nil
-			case dns.RcodeNameError:
-				nxdomain++
-				continue
-			default:
-				err = &RcodeError{Rcode: resp.Rcode}
+	for attempt := range s.attempts {
+		if attempt > 0 {
+			errs, nxdomain = errs[:0], 0
+		}
+		for _, server := range s.servers {
+			resp, err := s.query(ctx, server)
+			if err == nil {
+				switch resp.Rcode {
+				case dns.RcodeSuccess:
+					set, rejected := s.parse(resp)
+					return set, rejected, nil
+				case dns.RcodeNameError:
+					nxdomain++
+					continue
+				default:
+					err = &RcodeError{Rcode: resp.Rcode}
+				}
 			}
-		}
-		if ctx.Err() != nil {
-			return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, ctx.Err())
-		}
-		err = fmt.Errorf("server %s: %w", server, err)
-		if s.metrics != nil {
-			s.metrics.Failures.WithLabelValues(Reason(err)).Inc()
-			if errors.Is(err, ErrTruncated) {
-				s.metrics.Truncated.Inc()
+			if ctx.Err() != nil {
+				return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, ctx.Err())
 			}
+			err = fmt.Errorf("server %s: %w", server, err)
+			if s.metrics != nil {
+				s.metrics.Failures.WithLabelValues(Reason(err)).Inc()
+				if errors.Is(err, ErrTruncated) {
+					s.metrics.Truncated.Inc()
+				}
+			}
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
-	}
-	if nxdomain == len(s.servers) {
-		return peer.Set{}, nil, nil
+		if nxdomain == len(s.servers) {
+			return peer.Set{}, nil, nil
+		}
 	}
 	return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, errors.Join(errs...))
 }

@@ -73,3 +73,23 @@ func (r *recorder) attrs(level slog.Level) string {
 	}
 	return b.String()
 }
+
+// Attempts (resolv.conf attempts:) makes a failing lookup ask every server
+// that many times before it fails (issue 11 #12).
+func TestLookupAttempts(t *testing.T) {
+	for _, attempts := range []int{0, 1, 3} {
+		s := dnstest.New(t)
+		s.Peers(svc, "web", 1, 80)
+		s.SetBehaviour(svc, dnstest.Behaviour{Rcode: 2}) // SERVFAIL
+		src, err := New(Config{Name: svc, Servers: []string{s.Addr()}, Attempts: attempts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Lookup(t.Context()); err == nil {
+			t.Fatalf("attempts %d: lookup of a SERVFAIL name succeeded", attempts)
+		}
+		if got, want := s.Queries("udp"), max(attempts, 1); got != want {
+			t.Errorf("attempts %d: %d queries, want %d", attempts, got, want)
+		}
+	}
+}
