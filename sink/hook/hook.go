@@ -29,12 +29,18 @@
 // its output. Not reading stdin is fine: the hook may exit without reading
 // it, or read it slowly.
 //
+// A hook runs only when what it receives changes: a delivery whose stdin
+// (the names, in the lines format; the document apart from its generation,
+// in json) and bootstrap role equal those of the last successful run
+// succeeds without running it.
+//
 // On timeout or when the Apply context ends, the whole process group gets
 // SIGTERM, then SIGKILL after Config.KillGrace. The hook is always waited
 // for, so it never becomes a zombie of flock.
 package hook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,8 +103,9 @@ type Config struct {
 // attempt; retrying is the engine's job. It is safe for use by one engine,
 // which never calls Apply concurrently.
 type Hook struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	last []byte // input of the last successful run (see inputKey); nil before
 }
 
 var _ sink.Sink = (*Hook)(nil)
@@ -148,7 +155,35 @@ func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("hook %s: %w", name, err)
 	}
-	return h.run(ctx, name, argv, h.environ(d), stdin)
+	key, err := h.inputKey(d, stdin)
+	if err != nil {
+		return fmt.Errorf("hook %s: %w", name, err)
+	}
+	if h.last != nil && !d.First && bytes.Equal(key, h.last) {
+		h.log.Debug("hook input unchanged, not run", "hook", name, "generation", d.Generation)
+		return nil
+	}
+	if err := h.run(ctx, name, argv, h.environ(d), stdin); err != nil {
+		return err
+	}
+	h.last = key
+	return nil
+}
+
+// inputKey is what a run of the hook receives, for deciding whether the
+// next delivery changes it: stdin (the names in the lines format; the
+// document without its generation in json) and the bootstrap role. An IP,
+// port or readiness change alone does not re-run a lines-format hook, as
+// upstream runs on-change only when the list of names changes.
+func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
+	if h.cfg.Format == FormatJSON {
+		d.Generation = 0
+		var err error
+		if stdin, err = Render(d, h.cfg.Format, h.cfg.TrailingNewline); err != nil {
+			return nil, err
+		}
+	}
+	return append(append(slices.Clip(stdin), 0), d.Bootstrap...), nil
 }
 
 // environ returns the hook's environment for d.
