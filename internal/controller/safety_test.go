@@ -503,3 +503,44 @@ func TestRecreatedFlockGetsItsDataBack(t *testing.T) {
 		t.Errorf("%d volumes, want the 2 old ones (no new, empty ones)", n)
 	}
 }
+
+// TestMovesOneAtATime: a reassign of two members moves them one after the
+// other: at no moment are both members down, and the second starts only
+// when the first is Ready on its new node.
+func TestMovesOneAtATime(t *testing.T) {
+	e := newEnv(t, 4)
+	e.startManager()
+	if err := e.cl.Create(context.Background(), e.flock("mo", flockv1.ModeNodePinned, 2)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("mo", 2)
+	var free []string
+	for _, n := range e.nodes {
+		if n != nodes[0] && n != nodes[1] {
+			free = append(free, n)
+		}
+	}
+	e.annotate("mo", flockv1.ReassignAnnotation, fmt.Sprintf("0=%s,1=%s", free[0], free[1]))
+	e.c.WaitFor(t, "both members moved, one at a time", deadline, func(context.Context) (bool, error) {
+		down := 0
+		for _, n := range []string{"mo-0", "mo-1"} {
+			if p, err := e.pod(n); err != nil || !ready(p) {
+				down++
+			}
+		}
+		if down == 2 {
+			t.Fatalf("both members down at once during the moves (status %+v)", e.get("mo").Status.Members)
+		}
+		f := e.get("mo")
+		m := members(f)
+		if m[0].MovingFrom != "" && m[1].MovingFrom != "" {
+			t.Fatalf("both members moving at once: %+v", f.Status.Members)
+		}
+		_, left := f.Annotations[flockv1.ReassignAnnotation]
+		return !left && m[0].Node == free[0] && m[1].Node == free[1] && m[0].MovingFrom == "" && m[1].MovingFrom == "" && f.Status.ReadyReplicas == 2,
+			fmt.Errorf("members %+v annotations %v", f.Status.Members, f.Annotations)
+	})
+	if got := e.waitPinnedReady("mo", 2); got[0] != free[0] || got[1] != free[1] {
+		t.Errorf("placement %v, want members on %v", got, free)
+	}
+}
