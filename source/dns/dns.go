@@ -151,6 +151,7 @@ type Source struct {
 	udp, tcp   *dns.Client
 
 	// Test seams.
+	now    func() time.Time                                 // the clock for log rate limiting
 	wait   func(ctx context.Context, d time.Duration) error // pause between lookups
 	jitter func(d time.Duration) time.Duration              // applied to backoff pauses
 }
@@ -192,6 +193,7 @@ func New(cfg Config) (*Source, error) {
 		maxBackoff: cmpOr(cfg.MaxBackoff, DefaultMaxBackoff),
 		log:        cfg.Logger,
 		metrics:    cfg.Metrics,
+		now:        time.Now,
 		wait:       sleep,
 		jitter:     equalJitter,
 	}
@@ -233,17 +235,27 @@ func equalJitter(d time.Duration) time.Duration {
 // Run polls until ctx is done, following the source.Source contract: it
 // sends the first answer, then each answer that differs from the last one
 // sent; a failed lookup sends nothing and lengthens the pause (exponential
-// backoff with jitter up to MaxBackoff). It logs a warning when lookups start
-// failing (an error when the answer is truncated even over TCP), again when
-// the reason changes, and an info record when they recover. Run returns nil
-// when ctx is done.
+// backoff with jitter up to MaxBackoff). A successful lookup pauses for the
+// period, but does not reset the backoff: its level drops by one per
+// decayAfter successful lookups in a row, so a flapping server (SERVFAIL on
+// every other query) meets a growing backoff instead of a fresh one each
+// time. It logs a warning when lookups start failing (an error when the
+// answer is truncated even over TCP), again when the reason changes, and an
+// info record when they recover, at most one such record per logGap: a
+// change within logGap of the last record is counted and logged, with the
+// count, once logGap has passed. Run returns nil when ctx is done.
 func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 	var (
 		last       peer.Set
 		sent       bool
+		level      int    // backoff level: +1 per failed lookup, decays on success
+		healthy    int    // successful lookups in a row
 		failures   int    // consecutive failed lookups
 		failReason string // reason of the current failing state
 		failSince  time.Time
+		logged     string // the state last logged: "" healthy, else the failure reason
+		loggedAt   time.Time
+		unlogged   int    // state changes not logged since loggedAt
 		rejects    string // the rejected targets last logged
 	)
 	for {
@@ -251,7 +263,23 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil {
+		now := s.now()
+		if err != nil {
+			if failReason == "" {
+				failures = 0 // a new failing episode
+			}
+			failures++
+			level = min(level+1, 32)
+			healthy = 0
+			reason := Reason(err)
+			if reason != failReason {
+				if failReason == "" {
+					failSince = now
+				}
+				failReason = reason
+				unlogged++
+			}
+		} else {
 			set = keepIPs(set, last)
 			if key := fmt.Sprint(rejected); key != rejects {
 				if len(rejected) > 0 {
@@ -260,28 +288,36 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 				}
 				rejects = key
 			}
+			if failReason != "" {
+				unlogged++
+			}
+			if healthy++; healthy >= decayAfter && level > 0 {
+				level, healthy = level-1, 0
+			}
 		}
-		if err != nil {
-			failures++
-			reason := Reason(err)
-			if reason != failReason {
+		state := failReason // what to log: "" healthy, else the failure reason
+		if err == nil {
+			state = ""
+		}
+		if state != logged && (loggedAt.IsZero() || now.Sub(loggedAt) >= logGap) {
+			extra := []any{"name", s.name}
+			if unlogged > 1 {
+				extra = append(extra, "changes_since_last_record", unlogged)
+			}
+			if state != "" {
 				level := slog.LevelWarn
-				if reason == "truncated" {
+				if state == "truncated" {
 					level = slog.LevelError
 				}
-				if failReason == "" {
-					failSince = time.Now()
-				}
-				s.log.Log(ctx, level, "dns lookup failing, keeping last peer set",
-					"name", s.name, "reason", reason, "err", err)
-				failReason = reason
+				s.log.Log(ctx, level, "dns lookup failing, keeping last peer set", append(extra, "reason", state, "err", err)...)
+			} else {
+				s.log.Info("dns lookup recovered", append(extra, "failed_lookups", failures,
+					"failing_for", now.Sub(failSince).Round(time.Millisecond), "peers", set.Len())...)
 			}
-		} else {
-			if failReason != "" {
-				s.log.Info("dns lookup recovered", "name", s.name, "failed_lookups", failures,
-					"failing_for", time.Since(failSince).Round(time.Millisecond), "peers", set.Len())
-			}
-			failures, failReason = 0, ""
+			logged, loggedAt, unlogged = state, now, 0
+		}
+		if err == nil {
+			failReason = ""
 			if !sent || !set.Equal(last) {
 				select {
 				case up <- clonePeers(set.Peers()):
@@ -292,11 +328,21 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 				last, sent = set, true
 			}
 		}
-		if s.wait(ctx, s.pause(failures)) != nil {
+		pause := s.period
+		if err != nil {
+			pause = s.pause(level)
+		}
+		if s.wait(ctx, pause) != nil {
 			return nil
 		}
 	}
 }
+
+// Rate limits of Run's state records and backoff decay.
+const (
+	logGap     = 30 * time.Second // at most one failing/recovered record per logGap
+	decayAfter = 4                // successful lookups in a row that lower the backoff level by one
+)
 
 // pause returns the wait before the next lookup after failures consecutive
 // failed lookups: Period while they succeed, then min(Period×2^failures,

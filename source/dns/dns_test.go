@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,7 +225,12 @@ func run(t *testing.T, cfg Config) *harness {
 		t.Fatal(err)
 	}
 	src.jitter = func(d time.Duration) time.Duration { return d }
+	// Virtual time: each pause advances the clock by its length.
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	src.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	src.wait = func(ctx context.Context, d time.Duration) error {
+		clock.Add(int64(d))
 		select {
 		case h.pauses <- d:
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
 )
@@ -91,5 +92,41 @@ func TestLookupAttempts(t *testing.T) {
 		if got, want := s.Queries("udp"), max(attempts, 1); got != want {
 			t.Errorf("attempts %d: %d queries, want %d", attempts, got, want)
 		}
+	}
+}
+
+// A flapping server (SERVFAIL on every other query) meets a growing backoff,
+// not one reset by each success, and its state changes are logged at a
+// bounded rate (issue 11 #8).
+func TestRunFlappingBacksOffAndLogsBounded(t *testing.T) {
+	s := dnstest.New(t)
+	s.Peers(svc, "web", 2, 80)
+	h := run(t, Config{Name: svc, Servers: []string{s.Addr()}, Period: time.Second, MaxBackoff: 15 * time.Second})
+	h.step()
+	var failPauses []time.Duration
+	var virtual time.Duration
+	for i := range 40 {
+		if i%2 == 0 {
+			s.SetBehaviour(svc, dnstest.Behaviour{Rcode: 2})
+		} else {
+			s.SetBehaviour(svc, dnstest.Behaviour{})
+		}
+		_, pause := h.step()
+		virtual += pause
+		if i%2 == 0 {
+			failPauses = append(failPauses, pause)
+		} else if pause != time.Second {
+			t.Fatalf("pause after a successful lookup = %v, want the period", pause)
+		}
+	}
+	if last := failPauses[len(failPauses)-1]; last < 8*time.Second {
+		t.Errorf("backoff under flapping stays at %v (pauses after failures %v), want it to grow", last, failPauses)
+	}
+	records := len(h.logs.messages(slog.LevelWarn)) + len(h.logs.messages(slog.LevelInfo))
+	if limit := int(virtual/logGap) + 2; records > limit {
+		t.Errorf("%d failing/recovered records in %v of flapping, want at most %d (one per %v)", records, virtual, limit, logGap)
+	}
+	if records < 2 {
+		t.Errorf("%d records, want the flapping to show", records)
 	}
 }
