@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
@@ -145,15 +144,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		}
 		return nil, fmt.Errorf("new manager: %w", err)
 	}
-	if events != nil {
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			<-ctx.Done()
-			events.Shutdown()
-			return nil
-		})); err != nil {
-			return nil, fmt.Errorf("add event broadcaster: %w", err)
-		}
-	}
+
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add healthz: %w", err)
 	}
@@ -173,9 +164,27 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		Leader:    leader,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		if events != nil {
+			events.Shutdown()
+		}
 		return nil, fmt.Errorf("setup flock controller: %w", err)
 	}
+	if events != nil {
+		return &eventsManager{Manager: mgr, events: events}, nil
+	}
 	return mgr, nil
+}
+
+// eventsManager stops the leader elector's event broadcaster when Start
+// returns, after the elector has released the Lease (and recorded so).
+type eventsManager struct {
+	ctrl.Manager
+	events record.EventBroadcaster
+}
+
+func (m *eventsManager) Start(ctx context.Context) error {
+	defer m.events.Shutdown()
+	return m.Manager.Start(ctx)
 }
 
 func ptrTo[T any](v T) *T { return &v }
