@@ -62,6 +62,20 @@ images: ## Build the peer-finder, flock-controller and pause images (linux/amd64
 		-arches=$(shell echo $(IMAGE_ARCHES) | tr ' ' ,) -source-date-epoch=$(SOURCE_DATE_EPOCH) \
 		-revision=$(shell git rev-parse HEAD 2>/dev/null)
 
+# Each fuzz target as package:Target; `make test` runs their seed corpora
+# (testdata/fuzz/...) as ordinary tests.
+FUZZ_TARGETS := ./internal/config:FuzzInferDomain ./internal/config:FuzzParse \
+	./sink/hostsfile:FuzzRender ./sink/hostsfile:FuzzParseExpected \
+	./sink/hook:FuzzParseCommand ./source/dns:FuzzParse
+FUZZTIME ?= 30s
+
+fuzz: ## Fuzz each target for FUZZTIME (default 30s); a failure leaves its input under the package's testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
 bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -111,5 +125,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests verify controller controller-demo
 
-.PHONY: help build test mutate images demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test mutate fuzz images demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

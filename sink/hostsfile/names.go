@@ -237,7 +237,9 @@ func ParseExpected(spec string) ([]string, error) {
 			names = append(names, name)
 		}
 	}
-	slices.SortFunc(names, naturalCompare)
+	// Ties of the natural order ("0" and "00") fall back to bytes, so equal
+	// names end up next to each other for Compact.
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(naturalCompare(a, b), strings.Compare(a, b)) })
 	return slices.Compact(names), nil
 }
 
