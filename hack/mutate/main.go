@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -63,6 +64,10 @@ func main() {
 		fatal(err)
 	}
 	defer os.RemoveAll(tmp)
+	// Interrupted: the running test's process group is killed (goTest) and
+	// the temporary files removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
 	var all []result
 	var summary []string
@@ -79,7 +84,7 @@ func main() {
 			}
 			continue
 		}
-		base, err := cleanRun(pkg)
+		base, err := cleanRun(ctx, pkg)
 		if err != nil {
 			fatal(fmt.Errorf("%s: the tests fail without any mutant: %w", pkg, err))
 		}
@@ -90,7 +95,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: %d mutants (of %d), clean run %s, timeout %s\n", pkg, len(ms), total, base.Round(time.Second), limit)
 		var rs []result
 		for i, m := range ms {
-			o, err := runMutant(pkg, m, tmp, limit)
+			o, err := runMutant(ctx, pkg, m, tmp, limit)
+			if ctx.Err() != nil {
+				fmt.Fprintln(os.Stderr, "mutate: interrupted")
+				os.RemoveAll(tmp)
+				os.Exit(1)
+			}
 			if err != nil {
 				fatal(err)
 			}
@@ -184,8 +194,8 @@ func goTest(ctx context.Context, pkg string, extra ...string) *exec.Cmd {
 
 // cleanRun runs the package's tests without mutants and returns how long
 // they took.
-func cleanRun(pkg string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+func cleanRun(ctx context.Context, pkg string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	out, err := goTest(ctx, pkg).CombinedOutput()
@@ -196,7 +206,7 @@ func cleanRun(pkg string) (time.Duration, error) {
 }
 
 // runMutant runs pkg's tests with m applied through an overlay.
-func runMutant(pkg string, m Mutant, tmp string, limit time.Duration) (outcome, error) {
+func runMutant(ctx context.Context, pkg string, m Mutant, tmp string, limit time.Duration) (outcome, error) {
 	src, err := os.ReadFile(m.File)
 	if err != nil {
 		return "", err
@@ -219,15 +229,15 @@ func runMutant(pkg string, m Mutant, tmp string, limit time.Duration) (outcome, 
 	}
 	// The test binary's own -timeout panics with a message; the context is
 	// the backstop for a hang outside the tests (build, a stuck child).
-	ctx, cancel := context.WithTimeout(context.Background(), limit+time.Minute)
+	runCtx, cancel := context.WithTimeout(ctx, limit+time.Minute)
 	defer cancel()
-	out, err := goTest(ctx, pkg, "-overlay="+overlayFile, "-timeout="+limit.String()).CombinedOutput()
+	out, err := goTest(runCtx, pkg, "-overlay="+overlayFile, "-timeout="+limit.String()).CombinedOutput()
 	switch {
 	case err == nil:
 		return survived, nil
 	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
 		return notViable, nil
-	case ctx.Err() != nil || bytes.Contains(out, []byte("panic: test timed out")):
+	case runCtx.Err() != nil || bytes.Contains(out, []byte("panic: test timed out")):
 		return timedOut, nil
 	}
 	return caught, nil
