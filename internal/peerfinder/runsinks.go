@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/flockd/flock/engine"
 	execsink "github.com/flockd/flock/sink/exec"
+	"github.com/flockd/flock/sink/hostsfile"
 	"github.com/flockd/flock/sink/leader"
 )
+
+// keepInterval is how often a hosts file is checked for a block that
+// someone else (the kubelet, at each container start) wrote away.
+const keepInterval = time.Second
 
 // ChildExit is returned by runPipeline when the command after "--" exited;
 // peer-finder exits with Status (128+N when signal N killed it).
@@ -32,17 +38,23 @@ func (e *ChildExit) Error() string { return fmt.Sprintf("command exited with sta
 func runPipeline(ctx context.Context, eng *engine.Engine, sinks []engine.NamedSink, log *slog.Logger) error {
 	var ex *execsink.Sink
 	var leaders []*leader.Sink
+	var hosts []*hostsfile.Sink
 	for _, s := range sinks {
 		switch v := s.Sink.(type) {
 		case *execsink.Sink:
 			ex = v
 		case *leader.Sink:
 			leaders = append(leaders, v)
+		case *hostsfile.Sink: // a Lease-held (shared) file is the holder's alone: not kept
+			hosts = append(hosts, v)
 		}
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { stopBG(); wg.Wait() }()
+	for _, h := range hosts {
+		wg.Go(func() { h.Keep(bg, keepInterval) })
+	}
 	for _, l := range leaders {
 		wg.Go(func() {
 			if err := l.Run(bg); err != nil {

@@ -21,12 +21,16 @@
 package hostsfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/peer"
@@ -75,6 +79,9 @@ type Sink struct {
 	namer    *Namer
 	log      *slog.Logger
 	complete bool // a complete set has been written (WaitForAll)
+
+	mu    sync.Mutex
+	block []byte // the block of the newest Apply, which Keep restores
 }
 
 // IncompleteError is returned by Apply with Options.WaitForAll while
@@ -139,8 +146,14 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	// Read, render and write under the file's lock: other peer-finders may
 	// own other blocks of the same file.
 	var renderErr error
+	block := Block(s.opts.ID, plan)
 	res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
-		out, err := Render(current, s.opts.ID, Block(s.opts.ID, plan))
+		// Set under the file's lock, so Keep never writes an older block
+		// over this one.
+		s.mu.Lock()
+		s.block = block
+		s.mu.Unlock()
+		out, err := Render(current, s.opts.ID, block)
 		renderErr = err
 		return out, err
 	})
@@ -158,4 +171,49 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 		s.complete = true
 	}
 	return nil
+}
+
+// Keep checks the file every interval until ctx is done and writes the
+// newest block again when someone else removed or changed it: the kubelet
+// rewrites a pod's /etc/hosts from scratch each time one of the pod's
+// containers starts, so a block written before the app container started is
+// gone once it runs, and no new peer set may ever come to put it back. It
+// logs each restore, and a failing restore once per distinct error.
+func (s *Sink) Keep(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		block := s.block
+		s.mu.Unlock()
+		if block == nil {
+			continue // nothing written yet
+		}
+		if cur, err := os.ReadFile(s.opts.Path); err == nil && bytes.Contains(cur, block) {
+			continue
+		}
+		res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
+			s.mu.Lock()
+			newest := s.block
+			s.mu.Unlock()
+			return Render(current, s.opts.ID, newest)
+		})
+		if err != nil {
+			if ctx.Err() == nil && err.Error() != lastErr {
+				s.log.Warn("hosts file: restoring the block failed", "err", err)
+			}
+			lastErr = err.Error()
+			continue
+		}
+		lastErr = ""
+		if res != atomicfile.Unchanged {
+			s.log.Info("hosts file: block restored after the file was rewritten by someone else", "result", res)
+		}
+	}
 }

@@ -273,3 +273,32 @@ func TestSidecarOnChange(t *testing.T) {
 		t.Errorf("getent hosts web-1 = %q, %v; want %s", out, err, web1.Status.PodIP)
 	}
 }
+
+// TestHostsBlockSurvivesContainerStarts: the kubelet rewrites a pod's
+// /etc/hosts each time one of the pod's containers starts, so a block that a
+// native sidecar wrote before the app started is gone when the app starts;
+// peer-finder must put it back although the peer set never changes again.
+func TestHostsBlockSurvivesContainerStarts(t *testing.T) {
+	b := newBed(t)
+	b.service("solo")
+	b.statefulSet("solo", 1, corev1.PodSpec{
+		InitContainers: []corev1.Container{{
+			Name: "peer-finder", Args: []string{"-service=solo", "-hosts-file=/etc/hosts"},
+			RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), ReadOnlyRootFilesystem: ptr.To(true)},
+			// The app starts only once the block is written.
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+				Command: []string{"grep", "-q", "BEGIN flock", "/etc/hosts"}}}, PeriodSeconds: 1},
+		}},
+		Containers: []corev1.Container{{Name: "app", Command: []string{"sleep", "infinity"}}},
+	})
+	b.waitPod("solo-0", "app running", 2*time.Minute, containerRunning("app"))
+	var hosts string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		hosts, _ = b.exec("solo-0", "app", "cat", "/etc/hosts")
+		if strings.Contains(hosts, "\tsolo-0\n# END") {
+			return
+		}
+	}
+	t.Errorf("the block is not back in /etc/hosts 30s after the app started:\n%s\nsidecar log:\n%s", hosts, b.logs("solo-0", "peer-finder", false))
+}
