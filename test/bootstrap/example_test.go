@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ func TestBootstrapExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var args []string
+	scripts := t.TempDir() // the ConfigMap mounted at /scripts, here
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var meta metav1.TypeMeta
 		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
@@ -38,6 +40,11 @@ func TestBootstrapExample(t *testing.T) {
 		case "ConfigMap":
 			var cm corev1.ConfigMap
 			mustDecode(t, "statefulset.yaml", doc, &cm)
+			for name, content := range cm.Data {
+				if err := os.WriteFile(filepath.Join(scripts, name), []byte(content), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
 			_, err = c.Client.CoreV1().ConfigMaps(ns).Create(t.Context(), &cm, metav1.CreateOptions{})
 		case "StatefulSet":
 			var sts appsv1.StatefulSet
@@ -53,6 +60,11 @@ func TestBootstrapExample(t *testing.T) {
 	}
 	if len(args) == 0 {
 		t.Fatal("no peer-finder init container found")
+	}
+	// peer-finder refuses hooks it can never run: point the example's at
+	// the scripts written here.
+	for i, a := range args {
+		args[i] = strings.Replace(a, "=/scripts/", "="+scripts+"/", 1)
 	}
 	for _, f := range []string{"serviceaccount.yaml", "endpointslice.yaml", "expect-auto.yaml", "cluster-lease.yaml"} {
 		applyExample(t, c, ns, f)
