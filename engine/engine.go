@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +91,19 @@ type Status struct {
 	Delivered bool
 	// Views are the sources' latest snapshots.
 	Views []membership.View
+	// Sinks are the sinks' states, in delivery order.
+	Sinks []SinkStatus
+}
+
+// SinkStatus is one sink's state.
+type SinkStatus struct {
+	Name string
+	// Failing is true while the sink's last Apply failed; Err says why.
+	Failing bool
+	Err     string
+	// HoldsBack tells whether a failure of this sink holds back the sinks
+	// after it (see sink.Gate).
+	HoldsBack bool
 }
 
 // Engine runs the pipeline. Create it with New and call Run once.
@@ -121,14 +135,20 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg}
+	for _, s := range cfg.Sinks {
+		e.status.Sinks = append(e.status.Sinks, SinkStatus{Name: s.Name, HoldsBack: holdsBack(s.Sink)})
+	}
+	return e
 }
 
 // Status returns the engine's current state.
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.status
+	st := e.status
+	st.Sinks = slices.Clone(st.Sinks)
+	return st
 }
 
 type update struct {
@@ -292,6 +312,44 @@ func (e *Engine) logVerdict(v membership.Verdict) {
 	e.cfg.Logger.Info("waiting before delivery", "reason", v.Reason, "detail", v.Detail, "peers", v.Peers, "need", v.Need)
 }
 
+// holdsBack reports whether a failure of s holds back the sinks after it:
+// yes unless s implements sink.Gate and says no.
+func holdsBack(s sink.Sink) bool {
+	if g, ok := s.(sink.Gate); ok {
+		return g.HoldsBack()
+	}
+	return true
+}
+
+// sinkResult records the outcome of sink i's Apply in Status and metrics and
+// logs one record when the sink starts failing, fails for a new reason, or
+// recovers.
+func (e *Engine) sinkResult(i int, err error) {
+	name := e.cfg.Sinks[i].Name
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	e.mu.Lock()
+	st := &e.status.Sinks[i]
+	was, wasErr := st.Failing, st.Err
+	st.Failing, st.Err = err != nil, msg
+	e.mu.Unlock()
+	if m := e.cfg.Metrics; m != nil {
+		v := 0.0
+		if err != nil {
+			v = 1
+		}
+		m.sinkFailing.WithLabelValues(name).Set(v)
+	}
+	switch {
+	case err != nil && (!was || wasErr != msg):
+		e.cfg.Logger.Warn("sink failing", "sink", name, "holds_back_later_sinks", st.HoldsBack, "err", err)
+	case err == nil && was:
+		e.cfg.Logger.Info("sink recovered", "sink", name)
+	}
+}
+
 type sinkState struct {
 	applied bool
 	set     peer.Set
@@ -326,6 +384,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 			continue
 		}
 		err := func() error {
+			var failed []error
 			if e.cfg.Role != nil && roleGen != t.gen {
 				r, err := e.cfg.Role(ctx, t.set, e.cfg.Membership.Self)
 				if err != nil {
@@ -349,12 +408,19 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 					m.applyDuration.WithLabelValues(s.Name).Observe(e.cfg.Now().Sub(began).Seconds())
 					m.applies.WithLabelValues(s.Name, result(err)).Inc()
 				}
+				if ctx.Err() == nil {
+					e.sinkResult(i, err)
+				}
 				if err != nil {
-					return fmt.Errorf("sink %s: %w", s.Name, err)
+					failed = append(failed, fmt.Errorf("sink %s: %w", s.Name, err))
+					if holdsBack(s.Sink) {
+						break
+					}
+					continue // later sinks do not need this one
 				}
 				*st = sinkState{applied: true, set: t.set, gen: t.gen}
 			}
-			return nil
+			return errors.Join(failed...)
 		}()
 		if ctx.Err() != nil {
 			return
@@ -362,7 +428,11 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		if err != nil {
 			failures++
 			wait := backoff(e.cfg.RetryMin, e.cfg.RetryMax, failures)
-			log.Warn("delivery failed, will retry with the newest set", "generation", t.gen, "attempt", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
+			level := slog.LevelDebug // each sink's change of state is logged by sinkResult
+			if failures == 1 {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "delivery failed, will retry with the newest set", "generation", t.gen, "attempt", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
 			retry.Reset(wait)
 			continue
 		}

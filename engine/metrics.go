@@ -13,6 +13,7 @@ type Metrics struct {
 	applies       *prometheus.CounterVec
 	applyDuration *prometheus.HistogramVec
 	firstDelivery prometheus.Gauge
+	sinkFailing   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the engine's collectors and registers them with reg.
@@ -40,7 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		firstDelivery: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "flock_first_delivery_seconds", Help: "Seconds from start until every sink applied the first set (time to self/quorum).",
 		}),
+		sinkFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flock_sink_failing", Help: "1 while the sink's last apply failed (a hosts file that cannot be written, a failing hook).",
+		}, []string{"sink"}),
 	}
-	reg.MustRegister(m.peers, m.generation, m.verdict, m.snapshots, m.applies, m.applyDuration, m.firstDelivery)
+	reg.MustRegister(m.peers, m.generation, m.verdict, m.snapshots, m.applies, m.applyDuration, m.firstDelivery, m.sinkFailing)
 	return m
 }

@@ -232,3 +232,25 @@ func procChildren(pid int, zombies bool) []int {
 	}
 	return z
 }
+
+// A hosts file that cannot be written (here a stray BEGIN marker written by
+// someone else) does not stop the hooks (issue 11 #17); it is logged once.
+func TestBrokenHostsFileDoesNotBlockHooks(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 1, 80)
+	dir := t.TempDir()
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n# BEGIN flock peer-finder web\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(dir, "runs")
+	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-on-change="+recorder(t, runs, "on-change", false))...)
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitRuns(t, runs, 1)
+	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink failing") })
+	if n := strings.Count(p.stderr.String(), "sink failing"); n != 1 {
+		t.Errorf("%d 'sink failing' records, want 1", n)
+	}
+}

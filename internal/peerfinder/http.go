@@ -24,9 +24,14 @@ func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 		if !st.Delivered {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not delivered yet: %s: %s\n", st.Verdict.Reason, st.Verdict.Detail)
-			return
+		} else {
+			fmt.Fprintf(w, "ok: generation %d\n", st.Generation)
 		}
-		fmt.Fprintf(w, "ok: generation %d\n", st.Generation)
+		for _, s := range st.Sinks {
+			if s.Failing {
+				fmt.Fprintf(w, "sink %s failing (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
+			}
+		}
 	})
 	srv := &http.Server{Handler: mux}
 	go func() {

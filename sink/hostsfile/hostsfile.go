@@ -121,6 +121,13 @@ func New(opts Options) (*Sink, error) {
 	return &Sink{opts: opts, namer: n, log: log.With("sink", "hosts-file", "path", opts.Path)}, nil
 }
 
+// HoldsBack implements sink.Gate: only with WaitForAll does a failure of
+// the hosts file hold back the sinks after it (their start needs every
+// expected name). Otherwise a file that cannot be written (read-only, a
+// stray marker written by someone else) is retried and reported while hooks
+// and the command still get the set: names also resolve through DNS.
+func (s *Sink) HoldsBack() bool { return s.opts.WaitForAll }
+
 // Plan returns what Apply would write for set. It is pure.
 func (s *Sink) Plan(set peer.Set) Plan {
 	return MakePlan(set, s.namer, s.opts.Family, s.opts.Expected)

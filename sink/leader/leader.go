@@ -122,6 +122,15 @@ func (s *Sink) Leading() bool {
 	return s.leading != nil && s.leading.Err() == nil
 }
 
+// HoldsBack forwards Inner's sink.Gate decision (holding back when Inner
+// does not implement it).
+func (s *Sink) HoldsBack() bool {
+	if g, ok := s.cfg.Inner.(sink.Gate); ok {
+		return g.HoldsBack()
+	}
+	return true
+}
+
 // Apply records d as the newest delivery and, while leading, applies it to
 // Inner (returning Inner's error). While not leading it returns Follow's
 // result, nil without Follow.
