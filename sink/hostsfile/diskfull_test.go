@@ -67,7 +67,9 @@ func TestInsideSinksOnFullDisk(t *testing.T) {
 	}{
 		{"hosts-file-in-place", func(p string) (applier, error) { return New(Options{Path: p, WriteMode: atomicfile.InPlace}) }},
 		{"hosts-file-replace", func(p string) (applier, error) { return New(Options{Path: p, WriteMode: atomicfile.Replace}) }},
-		{"json-file-in-place", func(p string) (applier, error) { return jsonfile.New(jsonfile.Options{Path: p, WriteMode: atomicfile.InPlace}) }},
+		{"json-file-in-place", func(p string) (applier, error) {
+			return jsonfile.New(jsonfile.Options{Path: p, WriteMode: atomicfile.InPlace})
+		}},
 		{"json-file", func(p string) (applier, error) { return jsonfile.New(jsonfile.Options{Path: p}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
