@@ -103,7 +103,14 @@ type process struct {
 
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return startProgram(t, binary, args...)
+}
+
+// startProgram starts prog (peer-finder, or a wrapper that execs it) like
+// start.
+func startProgram(t *testing.T, prog string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
 	p := &process{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
