@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -34,11 +35,14 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
-	unlock, err := w.lock(ctx, path, syscall.LOCK_EX)
+	unlock, held, err := w.lock(ctx, path, syscall.LOCK_EX)
 	if err != nil {
 		return Unchanged, err
 	}
 	defer unlock()
+	if held {
+		w.removeStale(path)
+	}
 	current, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Unchanged, fmt.Errorf("read %s: %w", path, err)
@@ -56,7 +60,7 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
-	unlock, err := std.lock(ctx, path, syscall.LOCK_SH)
+	unlock, _, err := std.lock(ctx, path, syscall.LOCK_SH)
 	if err != nil {
 		return nil, err
 	}
@@ -65,22 +69,23 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 }
 
 // lock takes a flock(2) lock of kind how on path, or on its directory while
-// path does not exist, and returns the function that releases it.
-func (w writer) lock(ctx context.Context, path string, how int) (func(), error) {
+// path does not exist, and returns the function that releases it; held is
+// false when the file system has no locks and nothing was locked.
+func (w writer) lock(ctx context.Context, path string, how int) (unlock func(), held bool, err error) {
 	for {
 		f, missing, err := w.openForLock(path)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := flock(ctx, f, how); err != nil {
 			_ = f.Close()
 			if unsupported(err) {
-				return func() {}, nil
+				return func() {}, false, nil
 			}
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return nil, false, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if lockedIsCurrent(f, path, missing) {
-			return func() { _ = f.Close() }, nil // closing releases the lock
+			return func() { _ = f.Close() }, true, nil // closing releases the lock
 		}
 		_ = f.Close() // replaced or created meanwhile: lock the new one
 	}
@@ -143,4 +148,27 @@ func flock(ctx context.Context, f file, how int) error {
 func unsupported(err error) bool {
 	return errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) ||
 		errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)
+}
+
+// removeStale removes the temporary files of path (".<name>.tmp<digits>",
+// see replace) that a writer killed between creating and renaming one left
+// behind. It must run under path's exclusive lock: writers create their
+// temporary file only while holding it, so one seen then belongs to a
+// writer that is gone. Best effort: a file that cannot be removed stays.
+func (w writer) removeStale(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + base + ".tmp"
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if ok && rest != "" && strings.Trim(rest, "0123456789") == "" && e.Type().IsRegular() {
+			_ = w.fs.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
