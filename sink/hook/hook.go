@@ -34,8 +34,10 @@
 // in json) and bootstrap role equal those of the last successful run
 // succeeds without running it.
 //
-// On timeout or when the Apply context ends, the whole process group gets
-// SIGTERM, then SIGKILL after Config.KillGrace. The hook is always waited
+// On timeout, when the Apply context ends, and when the hook was killed by a
+// signal from outside (its run failed, so what is left of its group would
+// race the retry), the whole process group gets SIGTERM, then SIGKILL after
+// Config.KillGrace. The hook is always waited
 // for, so it never becomes a zombie of flock.
 package hook
 

@@ -74,6 +74,15 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 
 	waitErr := cmd.Wait()
 	close(exited)
+	var exitErr *exec.ExitError
+	if errors.As(waitErr, &exitErr) && runCtx.Err() == nil {
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			// Killed from outside (OOM killer, an operator): the run
+			// failed and is retried, so what is left of its process
+			// group is half-done work that would race the retry.
+			killGroup(pgid, exited, h.cfg.KillGrace)
+		}
+	}
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
 	select {
