@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -87,27 +86,13 @@ func holder(l *coordinationv1.Lease) string {
 func TestExampleBatchJob(t *testing.T) {
 	b := newBed(t)
 	b.apply(repoFile(t, "examples/hostsfile/batch-job.yaml"), b.forRealNode)
-	var pods *corev1.PodList
-	b.WaitFor(t, "4 trainers running", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		pods, err = b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=train"})
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for i := range pods.Items {
-			if containerRunning("trainer")(&pods.Items[i]) {
-				n++
-			}
-		}
-		return n == 4, nil
-	})
+	pods := b.waitRunning("app=train", "trainer", 4)
 	ips := map[string]string{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		role, idx := p.Labels["role"], p.Annotations["batch.kubernetes.io/job-completion-index"]
 		ips[role+"-"+idx] = p.Status.PodIP
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		log := b.logs(p.Name, "trainer", false)
 		for name, ip := range ips {
 			if !strings.Contains(log, ip+"\t"+name) && !strings.Contains(log, ip+" "+name) {

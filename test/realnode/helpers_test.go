@@ -97,6 +97,26 @@ func (b *bed) waitPod(name, what string, timeout time.Duration, cond func(*corev
 	return last
 }
 
+// waitRunning waits until n pods of selector run container, and returns them.
+func (b *bed) waitRunning(selector, container string, n int) []corev1.Pod {
+	b.t.Helper()
+	var running []corev1.Pod
+	b.WaitFor(b.t, fmt.Sprintf("%d pods %s with %s running", n, selector, container), 3*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		running = running[:0]
+		for i := range pods.Items {
+			if containerRunning(container)(&pods.Items[i]) {
+				running = append(running, pods.Items[i])
+			}
+		}
+		return len(running) == n, nil
+	})
+	return running
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

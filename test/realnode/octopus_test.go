@@ -74,26 +74,12 @@ func TestOctopusSharedHostsFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var pods *corev1.PodList
-	b.WaitFor(t, "3 trainers running", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		pods, err = b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=train"})
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for i := range pods.Items {
-			if containerRunning("trainer")(&pods.Items[i]) {
-				n++
-			}
-		}
-		return n == 3, nil
-	})
+	pods := b.waitRunning("app=train", "trainer", 3)
 	want := map[string]string{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		want[p.Labels["role"]+"-"+p.Annotations["batch.kubernetes.io/job-completion-index"]] = p.Status.PodIP
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		log := b.waitLog(p.Name, "trainer", "resolved", time.Minute)
 		for name, ip := range want {
 			if !strings.Contains(log, fmt.Sprintf("resolved %s", ip)) || !strings.Contains(log, name) {
