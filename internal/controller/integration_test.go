@@ -643,24 +643,36 @@ func TestNetworkStorage(t *testing.T) {
 	}
 }
 
+// TestAutoWithoutDefaultClassIsNodePinned: with claim templates, Auto
+// looks for a default StorageClass: NetworkStorage when the cluster has one
+// (the local cluster does when its real node runs), else NodePinned.
 func TestAutoWithoutDefaultClassIsNodePinned(t *testing.T) {
 	e := newEnv(t, 2)
 	var classes storagev1.StorageClassList
 	if err := e.cl.List(context.Background(), &classes); err != nil {
 		t.Fatal(err)
 	}
+	hasDefault := false
 	for _, c := range classes.Items {
-		if c.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
-			t.Skipf("the cluster has a default StorageClass %s (Auto is covered by TestModeAuto)", c.Name)
-		}
+		hasDefault = hasDefault || c.Annotations["storageclass.kubernetes.io/is-default-class"] == "true"
 	}
 	e.startManager()
 	f := e.flock("auto", flockv1.ModeAuto, 2)
-	// With claim templates Auto looks for a default StorageClass (without,
-	// it is NodePinned at once).
 	f.Spec.Storage.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+	if hasDefault { // a claim the StatefulSet accepts
+		f.Spec.Storage.VolumeClaimTemplates[0].Spec = corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		}
+	}
 	if err := e.cl.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
+	}
+	if hasDefault {
+		e.c.WaitFor(t, "status.mode NetworkStorage (the cluster has a default StorageClass)", deadline, func(context.Context) (bool, error) {
+			return e.get("auto").Status.Mode == flockv1.ModeNetworkStorage, nil
+		})
+		return
 	}
 	e.waitPinnedReady("auto", 2)
 	if m := e.get("auto").Status.Mode; m != flockv1.ModeNodePinned {

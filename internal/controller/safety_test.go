@@ -331,6 +331,12 @@ func TestOrderedReadyStatefulSetReplaced(t *testing.T) {
 			t.Errorf("pod %s: %v, uid %s, want the running pod %s kept", n, err, p.UID, uid)
 		}
 	}
+	if t.Failed() {
+		evs, _ := e.c.Client.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		for _, ev := range evs.Items {
+			t.Logf("event %s %s/%s %s: %s", ev.LastTimestamp.Format("15:04:05.000"), ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+		}
+	}
 	e.waitEvent("StatefulSetReplaced", "")
 }
 

@@ -92,11 +92,13 @@ func TestExampleBatchJob(t *testing.T) {
 		role, idx := p.Labels["role"], p.Annotations["batch.kubernetes.io/job-completion-index"]
 		ips[role+"-"+idx] = p.Status.PodIP
 	}
+	// The trainer waits until its names resolve (the kubelet rewrites
+	// /etc/hosts when it starts), then prints them.
 	for _, p := range pods {
-		log := b.logs(p.Name, "trainer", false)
+		log := b.waitLog(p.Name, "trainer", "worker-", 2*time.Minute)
 		for name, ip := range ips {
 			if !strings.Contains(log, ip+"\t"+name) && !strings.Contains(log, ip+" "+name) {
-				t.Errorf("%s's trainer started without %s (%s) in /etc/hosts:\n%s", p.Name, name, ip, log)
+				t.Errorf("%s's trainer runs without %s (%s) in /etc/hosts:\n%s", p.Name, name, ip, log)
 			}
 		}
 	}
