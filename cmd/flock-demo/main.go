@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -93,9 +91,6 @@ func run(ctx context.Context, args []string) error {
 	}
 	if real {
 		c.Image = *image
-		c.Streams = func(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
-			return c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
-		}
 	}
 	if c.HookDir, err = filepath.Abs(c.HookDir); err != nil {
 		return err

@@ -44,8 +44,6 @@ type Config struct {
 	// Image, when set, runs the members as real pods on the real node with
 	// this peer-finder image; PeerFinder and DNSAddr are then unused.
 	Image string
-	// Client's config, for streaming the pods' logs.
-	Streams func(ctx context.Context, ns, pod, container string) (io.ReadCloser, error)
 }
 
 const service = "web"

@@ -84,7 +84,7 @@ func (d *demo) follow(name string) error {
 	go func() {
 		defer close(m.exited)
 		defer f.Close()
-		r, err := d.Streams(ctx, d.ns, name, "app")
+		r, err := d.Client.CoreV1().Pods(d.ns).GetLogs(name, &corev1.PodLogOptions{Container: "app", Follow: true}).Stream(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.print(name, fmt.Sprintf("cannot follow the log: %v", err))

@@ -3,11 +3,13 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -101,4 +103,57 @@ func tarDir(dir string, mtime time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// OpenArchive unpacks the OCI archive at path (as WriteArchive writes it)
+// into dir and opens the layout there, with the manifest of its index.json.
+func OpenArchive(path, dir string) (layout.Path, v1.IndexManifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", v1.IndexManifest{}, fmt.Errorf("open archive: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", v1.IndexManifest{}, fmt.Errorf("read archive %s: %w", path, err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
+			return "", v1.IndexManifest{}, fmt.Errorf("archive %s: entry %q outside the layout", path, h.Name)
+		}
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return "", v1.IndexManifest{}, fmt.Errorf("unpack archive: %w", err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", v1.IndexManifest{}, fmt.Errorf("unpack archive: %w", err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return "", v1.IndexManifest{}, fmt.Errorf("read archive %s: %w", path, err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return "", v1.IndexManifest{}, fmt.Errorf("unpack archive: %w", err)
+		}
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return "", v1.IndexManifest{}, fmt.Errorf("archive %s: %w", path, err)
+	}
+	im, err := lp.ImageIndex()
+	if err != nil {
+		return "", v1.IndexManifest{}, fmt.Errorf("archive %s: %w", path, err)
+	}
+	m, err := im.IndexManifest()
+	if err != nil {
+		return "", v1.IndexManifest{}, fmt.Errorf("archive %s: %w", path, err)
+	}
+	return lp, *m, nil
 }

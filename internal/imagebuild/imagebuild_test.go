@@ -3,7 +3,6 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -131,49 +130,11 @@ func TestLayerRejectsBadEntries(t *testing.T) {
 	}
 }
 
-// readArchive untars an OCI archive and opens its layout.
+// readArchive opens an OCI archive's layout.
 func readArchive(t *testing.T, path string) (layout.Path, v1.IndexManifest) {
 	t.Helper()
-	dir := t.TempDir()
-	f, err := os.Open(path)
+	lp, im, err := OpenArchive(path, t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, h.Name)
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var im v1.IndexManifest
-	if err := json.Unmarshal(raw, &im); err != nil {
 		t.Fatal(err)
 	}
 	return lp, im

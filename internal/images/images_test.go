@@ -6,7 +6,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/flockd/flock/internal/imagebuild"
 )
@@ -371,42 +369,8 @@ func checkEtc(t *testing.T, name string, files map[string]imagebuild.File) {
 // annotations) and holds one image index, and returns its images by platform.
 func readArchive(t *testing.T, path, ref string) map[string]v1.Image {
 	t.Helper()
-	dir := t.TempDir()
-	f, err := os.Open(path)
+	lp, top, err := imagebuild.OpenArchive(path, t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, h.Name)
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var top v1.IndexManifest
-	if err := json.Unmarshal(raw, &top); err != nil {
 		t.Fatal(err)
 	}
 	if len(top.Manifests) != 1 {
@@ -416,10 +380,6 @@ func readArchive(t *testing.T, path, ref string) map[string]v1.Image {
 		if got := top.Manifests[0].Annotations[k]; got != ref {
 			t.Errorf("%s: index.json %s = %q, want %q", path, k, got, ref)
 		}
-	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
 	}
 	ii, err := lp.ImageIndex()
 	if err != nil {

@@ -3,8 +3,6 @@ package localcluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -418,27 +416,24 @@ func clusterDNSService(ctx context.Context, cs kubernetes.Interface, dnsAddr str
 }
 
 // LoadImages imports every OCI archive of dir (make images) into the node's
-// containerd, unless the same archives were imported last time.
+// containerd, unless the same archives were imported last time. "Same" is
+// name, size and modification time: make images rewrites an archive only
+// when its bytes change.
 func (n *RealNode) LoadImages(ctx context.Context, dir string) error {
 	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
 	if err != nil {
 		return err
 	}
 	slices.Sort(tars)
-	h := sha256.New()
+	var stamps strings.Builder
 	for _, t := range tars {
-		f, err := os.Open(t)
+		fi, err := os.Stat(t)
 		if err != nil {
-			return fmt.Errorf("hash image: %w", err)
+			return fmt.Errorf("image archive: %w", err)
 		}
-		fmt.Fprintf(h, "%s\n", filepath.Base(t))
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("hash image %s: %w", t, err)
-		}
+		fmt.Fprintf(&stamps, "%s %d %d\n", filepath.Base(t), fi.Size(), fi.ModTime().UnixNano())
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
+	sum := stamps.String()
 	stamp := filepath.Join(n.Dir, "images.sha256")
 	if old, err := os.ReadFile(stamp); err == nil && string(old) == sum {
 		return nil
@@ -479,10 +474,9 @@ func cleanupNode(stateDir string) {
 	}) {
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
-	if ns, _ := filepath.Glob("/run/netns/cni-*"); len(ns) > 0 {
-		for _, p := range ns {
-			_ = os.Remove(p)
-		}
+	ns, _ := filepath.Glob("/run/netns/cni-*")
+	for _, p := range ns {
+		_ = os.Remove(p)
 	}
 	_ = run(ctx, "ip", "link", "del", nodeBridge)
 	_ = run(ctx, "nft", "delete", "table", "inet", nodeTable)
@@ -583,7 +577,13 @@ func mountsMatching(match func(path string) bool) []string {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	// Deepest first; equal paths (stacked mounts) side by side for Compact.
+	slices.SortFunc(out, func(a, b string) int {
+		if d := strings.Count(b, "/") - strings.Count(a, "/"); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
 	return slices.Compact(out)
 }
 

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
@@ -63,16 +62,7 @@ func (b *bed) service(name string) {
 func (b *bed) rbac(files ...string) {
 	b.t.Helper()
 	for _, f := range append([]string{"serviceaccount.yaml"}, files...) {
-		b.apply(repoFile(b.t, "examples/rbac/"+f), func(o *unstructured.Unstructured) {
-			if o.GetKind() != "RoleBinding" {
-				return
-			}
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = b.ns
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		})
+		b.apply(repoFile(b.t, "examples/rbac/"+f), b.forRealNode)
 	}
 }
 
