@@ -64,9 +64,9 @@ images: ## Build the peer-finder, flock-controller and pause images (linux/amd64
 
 # Each fuzz target as package:Target; `make test` runs their seed corpora
 # (testdata/fuzz/...) as ordinary tests.
-FUZZ_TARGETS := ./internal/config:FuzzInferDomain ./internal/config:FuzzParse \
-	./sink/hostsfile:FuzzRender ./sink/hostsfile:FuzzParseExpected \
-	./sink/hook:FuzzParseCommand ./source/dns:FuzzParse
+FUZZ_TARGETS := ./peerfinder/config:FuzzInferDomain ./peerfinder/config:FuzzParse \
+	./peerfinder/sink/hostsfile:FuzzRender ./peerfinder/sink/hostsfile:FuzzParseExpected \
+	./peerfinder/sink/hook:FuzzParseCommand ./peerfinder/source/dns:FuzzParse
 FUZZTIME ?= 30s
 
 fuzz: ## Fuzz each target for FUZZTIME (default 30s); a failure leaves its input under the package's testdata/fuzz.
@@ -86,7 +86,7 @@ bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/footprint $(FOOTPRINT_FLAGS)
 
 # The packages whose rules matter; a mutant is run against its own package's unit tests.
-MUTATE_PKGS ?= ./membership ./bootstrap ./source/dns ./engine ./sink/hook ./internal/atomicfile ./sink/hostsfile
+MUTATE_PKGS ?= ./peerfinder/membership ./peerfinder/bootstrap ./peerfinder/source/dns ./peerfinder/engine ./peerfinder/sink/hook ./internal/atomicfile ./peerfinder/sink/hostsfile
 MUTATE_FLAGS ?= -max=30
 
 mutate: ## Mutation check: put one small bug at a time into MUTATE_PKGS, print caught/survived and the survivors (low priority, one at a time; MUTATE_FLAGS=-max=0 runs all).
@@ -106,7 +106,7 @@ generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code (api/v1alpha1).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 manifests: $(CONTROLLER_GEN) ## Generate the Flock CRD and the controller's RBAC role under config/.
-	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=flock-controller paths=./api/... paths=./internal/controller/... \
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=flock-controller paths=./api/... paths=./controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) or go.mod/go.sum are stale.

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
 )
 
 func main() {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/flockd/flock/internal/controller"
+	"github.com/flockd/flock/controller"
 )
 
 // config is the parsed command line.

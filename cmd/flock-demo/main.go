@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/flockd/flock/internal/demo"
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/localcluster/demo"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
-	"github.com/flockd/flock/sink"
+	"github.com/flockd/flock/peerfinder/sink"
 )
 
 // The two answers the DNS server alternates between while peer-finder is

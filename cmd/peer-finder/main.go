@@ -7,7 +7,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/flockd/flock/internal/peerfinder"
+	"github.com/flockd/flock/peerfinder"
 )
 
 func main() {

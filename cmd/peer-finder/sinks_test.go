@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
-	"github.com/flockd/flock/sink"
+	"github.com/flockd/flock/peerfinder/sink"
 )
 
 // These tests run the real binary with the file and exec sinks against a

@@ -3,7 +3,7 @@
 // and runs that package's own tests against it. A mutant the tests fail on
 // is caught; one they pass is a survivor, a gap in the tests.
 //
-//	go run ./hack/mutate [-max N] [-timeout D] [-list] ./membership ./engine ...
+//	go run ./hack/mutate [-max N] [-timeout D] [-list] ./peerfinder/membership ./peerfinder/engine ...
 //
 // The work tree is never modified: each mutant is handed to `go test`
 // through -overlay. Mutants run one at a time at low priority (nice 10,

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/flockd/flock/peer"
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // syncPoll is how often Run checks whether the initial list is complete.

@@ -12,11 +12,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	flockbootstrap "github.com/flockd/flock/bootstrap"
-	"github.com/flockd/flock/internal/peerfinder"
 	"github.com/flockd/flock/internal/testing/await"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder"
+	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
 
 // TestExpectAutoWaitsForReplicasAndFollowsScale starts peer-finder before
@@ -25,7 +25,7 @@ import (
 // -expect=auto the first delivery must hold all 3, and after a scale to 5
 // the 4-member set must be held back too.
 func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, true)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{PodManagementPolicy: appsv1.OrderedReadyPodManagement, PodAnnotations: map[string]string{"test.flockd.io/ready-delay": "1s"}})
@@ -73,7 +73,7 @@ func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 // the others are never created: peer-finder must give up with status 3
 // without running the hook.
 func TestBootstrapTimeoutExitsThree(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, true)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{PodManagementPolicy: appsv1.OrderedReadyPodManagement, PodAnnotations: map[string]string{"test.flockd.io/ready": "false"}})
@@ -105,7 +105,7 @@ func TestBootstrapTimeoutExitsThree(t *testing.T) {
 // -cluster-lease the new pod-0 is told join; without it, form (the limit
 // the documentation states).
 func TestPodZeroThatLostItsDataJoins(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, true)
 	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{})
@@ -173,7 +173,7 @@ func TestPodZeroThatLostItsDataJoins(t *testing.T) {
 // TestLeaseClaimRace has many members claim the same Lease at once on the
 // real API server: exactly one wins and all agree on it.
 func TestLeaseClaimRace(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	l := &flockbootstrap.Lease{Client: c.Client.CoordinationV1(), Namespace: ns, Name: "race"}
 	const n = 10

@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flockd/flock/internal/peerfinder"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder"
 )
 
 // TestDiagnoseExplainsWhatHoldsDelivery covers the classic "Have not found
 // myself" causes through real CoreDNS and a real Service: a service that
 // hides not-ready members, and a wrong cluster domain.
 func TestDiagnoseExplainsWhatHoldsDelivery(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false) // no publishNotReadyAddresses
 	fixture.StatefulSet(t, c.Client, ns, 1, fixture.StatefulSetOptions{PodAnnotations: map[string]string{"test.flockd.io/ready": "false"}})

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // TestBootstrapExample applies examples/bootstrap/statefulset.yaml and the
@@ -19,7 +19,7 @@ import (
 // exact command line in diagnose mode as the example's ServiceAccount: every
 // permission those flags need must be granted.
 func TestBootstrapExample(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	data, err := os.ReadFile("../../examples/bootstrap/statefulset.yaml")
 	if err != nil {

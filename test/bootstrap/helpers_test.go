@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/internal/config"
-	"github.com/flockd/flock/internal/peerfinder"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder"
+	"github.com/flockd/flock/peerfinder/config"
 )
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
@@ -28,7 +28,7 @@ const wait = 90 * time.Second // bounds a hang; not a performance assertion
 // pf is one peer-finder run: the pod it plays and the flags it gets on top
 // of the service, namespace, domain and DNS server.
 type pf struct {
-	c      *cluster.Cluster
+	c      *clustertest.Cluster
 	ns     string
 	pod    string
 	podUID string // $POD_UID; empty: peer-finder reads its pod

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	flockbootstrap "github.com/flockd/flock/bootstrap"
-	"github.com/flockd/flock/internal/testing/cluster"
-	"github.com/flockd/flock/peer"
+	"github.com/flockd/flock/localcluster/clustertest"
+	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // TestRolerClaimRaceExactlyOneForms has many members ask for their role at
@@ -29,7 +29,7 @@ import (
 // claims race on update instead of create.
 func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 	const rounds, members = 50, 10
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	// Lost writes (AlreadyExists on create, Conflict on update) are 409s:
 	// counted to show that the claims really collided.

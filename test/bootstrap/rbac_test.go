@@ -18,16 +18,16 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/internal/peerfinder"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder"
 )
 
 const examples = "../../examples/rbac"
 
 // applyExample creates the objects of an examples/rbac file in ns, binding
 // to the ServiceAccount in ns, and returns the Role it created (if any).
-func applyExample(t *testing.T, c *cluster.Cluster, ns, file string) *rbacv1.Role {
+func applyExample(t *testing.T, c *clustertest.Cluster, ns, file string) *rbacv1.Role {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(examples, file))
 	if err != nil {
@@ -75,7 +75,7 @@ func mustDecode(t *testing.T, file, doc string, into any) {
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the
 // ServiceAccount peer-finder in ns.
-func serviceAccountKubeconfig(t *testing.T, c *cluster.Cluster, ns string) string {
+func serviceAccountKubeconfig(t *testing.T, c *clustertest.Cluster, ns string) string {
 	t.Helper()
 	expiry := int64(3600)
 	tok, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), "peer-finder",
@@ -135,7 +135,7 @@ func without(r *rbacv1.Role, p permission) []rbacv1.PolicyRule {
 	return rules
 }
 
-func setRules(t *testing.T, c *cluster.Cluster, ns string, role *rbacv1.Role, rules []rbacv1.PolicyRule) {
+func setRules(t *testing.T, c *clustertest.Cluster, ns string, role *rbacv1.Role, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	r, err := c.Client.RbacV1().Roles(ns).Get(t.Context(), role.Name, metav1.GetOptions{})
 	if err != nil {
@@ -154,7 +154,7 @@ func setRules(t *testing.T, c *cluster.Cluster, ns string, role *rbacv1.Role, ru
 //   - with the Role emptied, a real run logs a forbidden line naming what
 //     was refused and keeps retrying until -bootstrap-timeout.
 func TestRBACExamples(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	cases := []struct {
 		file   string
 		args   []string

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // member is one pod of the job as the test plays it.
@@ -28,7 +28,7 @@ type member struct {
 // then keeps its /etc/hosts right when a failed worker is retried with a
 // new IP.
 func TestBatchJob(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	m := load(t, "examples/hostsfile/batch-job.yaml")
 	m.apply(t, c, ns, "ServiceAccount", "Role", "RoleBinding", "Service")

@@ -33,10 +33,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/pfbinary"
 	"github.com/flockd/flock/internal/testing/syncbuf"
-	hf "github.com/flockd/flock/sink/hostsfile"
+	"github.com/flockd/flock/localcluster/clustertest"
+	hf "github.com/flockd/flock/peerfinder/sink/hostsfile"
 )
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
@@ -176,7 +176,7 @@ func podsBy(t *testing.T, c kubernetes.Interface, ns, selector string, n int) []
 
 // kubeconfigFor writes a kubeconfig that authenticates as ServiceAccount sa
 // in ns (what a pod of that account has in-cluster) and returns its path.
-func kubeconfigFor(t *testing.T, c *cluster.Cluster, ns, sa string) string {
+func kubeconfigFor(t *testing.T, c *clustertest.Cluster, ns, sa string) string {
 	t.Helper()
 	expiry := int64(3600)
 	tok, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa, &authenticationv1.TokenRequest{

@@ -23,7 +23,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // strictCodecs reject unknown and duplicate fields, which typed decoding
@@ -83,7 +83,7 @@ func stripComments(doc []byte) []byte {
 // all when ks is empty) in
 // ns with strict server-side field validation. RoleBinding subjects in the
 // "default" namespace are moved to ns, as the examples tell users to.
-func (m manifest) apply(t *testing.T, c *cluster.Cluster, ns string, ks ...string) {
+func (m manifest) apply(t *testing.T, c *clustertest.Cluster, ns string, ks ...string) {
 	t.Helper()
 	ctx := context.Background()
 	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
@@ -190,7 +190,7 @@ type podRoot struct {
 	kube string // kubeconfig of the pod's ServiceAccount
 }
 
-func newPodRoot(t *testing.T, c *cluster.Cluster, m manifest, pod *corev1.Pod) *podRoot {
+func newPodRoot(t *testing.T, c *clustertest.Cluster, m manifest, pod *corev1.Pod) *podRoot {
 	t.Helper()
 	r := &podRoot{dir: t.TempDir(), pod: pod, m: m}
 	if err := os.MkdirAll(filepath.Join(r.dir, "etc"), 0o755); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // TestPid1Example applies examples/hostsfile/pid1.yaml and runs each
@@ -17,7 +17,7 @@ import (
 // sends it SIGHUP after a scale-up changed the list, forwards SIGTERM and
 // exits with the server's status.
 func TestPid1Example(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	m := load(t, "examples/hostsfile/pid1.yaml")
 	m.apply(t, c, ns)

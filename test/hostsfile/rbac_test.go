@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // TestRBACForbiddenThenGranted runs peer-finder -source=endpointslice as a
@@ -23,7 +23,7 @@ import (
 // RoleBinding are applied the same process delivers both members, with no
 // restart, and the failing state clears.
 func TestRBACForbiddenThenGranted(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	load(t, "examples/rbac/serviceaccount.yaml").apply(t, c, ns)
 	fixture.HeadlessService(t, c.Client, ns, false)

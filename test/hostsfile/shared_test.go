@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // reader parses a file continuously, as the pods sharing it do, and keeps
@@ -72,7 +72,7 @@ func (r *reader) finish() (reads int, seen map[string]int, errs []string) {
 // writer is killed (no Lease release), another takes over and writes the
 // newest set, including a change that happened while nobody led.
 func TestSharedFileOneWriter(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	for _, f := range []string{"serviceaccount.yaml", "pods.yaml", "hosts-lease.yaml"} {
 		load(t, "examples/rbac/"+f).apply(t, c, ns)
@@ -165,7 +165,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 
 // holder waits until the Lease has a holder other than not and returns the
 // pod name in its identity ("<pod>_<uuid>").
-func holder(t *testing.T, c *cluster.Cluster, ns, name, not string) string {
+func holder(t *testing.T, c *clustertest.Cluster, ns, name, not string) string {
 	t.Helper()
 	var pod string
 	eventually(t, "a Lease holder other than "+fmt.Sprintf("%q", not), func() (bool, string) {

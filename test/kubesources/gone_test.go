@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flockd/flock/internal/kube"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
-	"github.com/flockd/flock/source/endpointslice"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder/source/endpointslice"
 )
 
 // TestWatchGoneAfterEtcdCompaction gives the endpointslice source a real
@@ -27,7 +27,7 @@ import (
 // expiry is counted (reason expired), the source relists, and every set it
 // sends is the old one or the new one: never a partial set.
 func TestWatchGoneAfterEtcdCompaction(t *testing.T) {
-	c := cluster.Private(t)
+	c := clustertest.Private(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})

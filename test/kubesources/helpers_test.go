@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/testing/await"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/syncbuf"
-	"github.com/flockd/flock/peer"
-	"github.com/flockd/flock/source"
-	dnssource "github.com/flockd/flock/source/dns"
-	"github.com/flockd/flock/source/endpointslice"
-	"github.com/flockd/flock/source/pods"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/source"
+	dnssource "github.com/flockd/flock/peerfinder/source/dns"
+	"github.com/flockd/flock/peerfinder/source/endpointslice"
+	"github.com/flockd/flock/peerfinder/source/pods"
 )
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
@@ -129,7 +129,7 @@ type sources struct {
 }
 
 // start runs every source for service "web" in ns.
-func start(t *testing.T, c *cluster.Cluster, client kubernetes.Interface, ns string, log *slog.Logger) sources {
+func start(t *testing.T, c *clustertest.Cluster, client kubernetes.Interface, ns string, log *slog.Logger) sources {
 	t.Helper()
 	es := func(notReady bool) source.Source {
 		s, err := endpointslice.New(endpointslice.Config{Client: client, Logger: log,

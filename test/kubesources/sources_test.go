@@ -16,14 +16,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
-	"github.com/flockd/flock/internal/testing/cluster"
 	"github.com/flockd/flock/internal/testing/fixture"
-	"github.com/flockd/flock/source/endpointslice"
+	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/peerfinder/source/endpointslice"
 )
 
 // TestScaleStatefulSet: 3 -> 5 -> 2, seen by every source.
 func TestScaleStatefulSet(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
@@ -53,7 +53,7 @@ func TestScaleStatefulSet(t *testing.T) {
 // TestNotReady: a not-ready member is left out unless asked for, in both
 // API sources, with a service that does not publish not-ready addresses.
 func TestNotReady(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
@@ -81,10 +81,10 @@ func TestNotReady(t *testing.T) {
 // TestTerminatingLeavesWithPublishNotReady: with publishNotReadyAddresses a
 // terminating endpoint still says ready=true; it must leave the set anyway.
 func TestTerminatingLeavesWithPublishNotReady(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, true)
-	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{PodAnnotations: map[string]string{cluster.AnnotationTerminateAfter: "20s"}})
+	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{PodAnnotations: map[string]string{clustertest.AnnotationTerminateAfter: "20s"}})
 	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
 	s.endpointsliceNotReady.waitNames(t, "web-0", "web-1")
 	s.endpointslice.waitNames(t, "web-0", "web-1")
@@ -113,7 +113,7 @@ func TestTerminatingLeavesWithPublishNotReady(t *testing.T) {
 // TestPodRecreatedWithNewIdentity: a deleted member comes back as a new pod
 // (new UID, maybe a new IP); every API source reports the new one.
 func TestPodRecreatedWithNewIdentity(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
@@ -158,7 +158,7 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 // TestAPIServerRestart: the sources survive a kube-apiserver restart without
 // losing or inventing members, and follow changes made after it.
 func TestAPIServerRestart(t *testing.T) {
-	c := cluster.Private(t)
+	c := clustertest.Private(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
@@ -189,7 +189,7 @@ func TestAPIServerRestart(t *testing.T) {
 // TestForbidden: without RBAC the source logs one clear line naming the
 // missing permission and retries with backoff; granting the Role recovers.
 func TestForbidden(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{})

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
 )
 
 // forRealNode is the only change the tests make to an example: its pods

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/imagebuild"
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
 )
 
 // ControllerImage is flock-controller's image as "make images" builds it.

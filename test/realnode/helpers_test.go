@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
-	"github.com/flockd/flock/internal/localcluster"
-	"github.com/flockd/flock/internal/testing/cluster"
+	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // Image is peer-finder's image as "make images" builds it.
@@ -36,14 +36,14 @@ const Image = "ghcr.io/flockd/peer-finder:dev"
 
 // bed is one test's cluster and namespace with the real node required.
 type bed struct {
-	*cluster.Cluster
+	*clustertest.Cluster
 	t  *testing.T
 	ns string
 }
 
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	c.NeedRealNode(t)
 	return &bed{Cluster: c, t: t, ns: c.Namespace(t)}
 }

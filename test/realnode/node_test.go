@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/utils/ptr"
 
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
 )
 
 // TestPodLikeARealCluster checks what flock's images rely on: a bridge IP,

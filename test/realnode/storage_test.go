@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/flockd/flock/internal/localcluster"
+	"github.com/flockd/flock/localcluster"
 )
 
 // TestDefaultStorageClass: a StatefulSet's volumeClaimTemplates get real

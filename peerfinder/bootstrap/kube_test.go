@@ -1,0 +1,211 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLeaseClaimAndRead(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientset()
+	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	if rec, err := l.Read(ctx); err != nil || rec != nil {
+		t.Fatalf("Read() on no lease = %v, %v; want nil, nil", rec, err)
+	}
+	got, err := l.Claim(ctx, Record{Pod: "db-0", UID: "u0"}, fqdn("db-0"))
+	if err != nil || *got != (Record{Pod: "db-0", UID: "u0"}) {
+		t.Fatalf("first Claim() = %v, %v", got, err)
+	}
+	got, err = l.Claim(ctx, Record{Pod: "db-0", UID: "u0-new"}, fqdn("db-0"))
+	if err != nil || *got != (Record{Pod: "db-0", UID: "u0"}) {
+		t.Fatalf("second Claim() = %v, %v; want the first record kept", got, err)
+	}
+	if rec, err := l.Read(ctx); err != nil || *rec != (Record{Pod: "db-0", UID: "u0"}) {
+		t.Fatalf("Read() = %v, %v", rec, err)
+	}
+	obj, err := c.CoordinationV1().Leases("ns").Get(ctx, "db-formed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.Spec.LeaseDurationSeconds != nil || obj.Annotations[AnnotationMember] != fqdn("db-0") || obj.Labels[LabelManagedBy] != "peer-finder" {
+		t.Errorf("lease = %+v", obj)
+	}
+}
+
+func TestLeaseClaimFillsEmptyLease(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "db-formed", Namespace: "ns"}})
+	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	if rec, err := l.Read(ctx); err != nil || rec != nil {
+		t.Fatalf("Read() on empty lease = %v, %v; want nil", rec, err)
+	}
+	got, err := l.Claim(ctx, Record{Pod: "db-0", UID: "u0"}, "")
+	if err != nil || *got != (Record{Pod: "db-0", UID: "u0"}) {
+		t.Fatalf("Claim() = %v, %v", got, err)
+	}
+}
+
+func TestRolerPodZeroLostItsData(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientset()
+	lease := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+	steps := []struct {
+		pod, uid string
+		want     string
+	}{
+		{"db-1", "u1", "join"},     // not first: no claim
+		{"db-0", "u0", "form"},     // first: claims
+		{"db-0", "u0", "form"},     // same pod again (retry/restart)
+		{"db-0", "u0-new", "join"}, // re-created with empty data
+		{"db-1", "u1", "join"},
+	}
+	for i, s := range steps {
+		r := &Roler{Lease: lease, Pod: s.pod, UID: s.uid}
+		got, err := r.Role(ctx, set, fqdn(s.pod))
+		if err != nil || got != s.want {
+			t.Fatalf("step %d: %s (uid %s) Role() = %q, %v; want %q", i, s.pod, s.uid, got, err, s.want)
+		}
+	}
+	// Without the record, the re-created pod-0 cannot be told apart.
+	r := &Roler{Pod: "db-0", UID: "u0-new"}
+	if got, _ := r.Role(ctx, set, fqdn("db-0")); got != "form" {
+		t.Fatalf("without a lease Role() = %q, want form (the documented limit)", got)
+	}
+}
+
+func statefulSet(name string, replicas int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "ss-uid"},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &replicas},
+	}
+}
+
+func ownedPod(name string, owner *appsv1.StatefulSet) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")}}
+	if owner != nil {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: owner.Name, UID: owner.UID, Controller: &yes}}
+	}
+	return p
+}
+
+func TestReplicasFollowsScale(t *testing.T) {
+	ss := statefulSet("db", 3)
+	c := fake.NewClientset(ss, ownedPod("db-0", ss), statefulSet("other", 7))
+	r := &Replicas{Client: c, Namespace: "ns", Pod: "db-0"}
+	ctx, cancel := context.WithCancel(t.Context())
+	up := make(chan int)
+	errc := make(chan error)
+	go func() { errc <- r.Run(ctx, up) }()
+	expect := func(want int) {
+		t.Helper()
+		select {
+		case n := <-up:
+			if n != want {
+				t.Fatalf("size = %d, want %d", n, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no size, want %d", want)
+		}
+	}
+	expect(3)
+	if r.StatefulSet() != "db" {
+		t.Errorf("StatefulSet() = %q", r.StatefulSet())
+	}
+	ss = ss.DeepCopy()
+	five := int32(5)
+	ss.Spec.Replicas = &five
+	ss.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 2}
+	if _, err := c.AppsV1().StatefulSets("ns").Update(ctx, ss, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(5)
+	if r.FirstOrdinal() != 2 {
+		t.Errorf("FirstOrdinal() = %d, want 2", r.FirstOrdinal())
+	}
+	cancel()
+	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+}
+
+func TestReplicasWithoutStatefulSetOwner(t *testing.T) {
+	c := fake.NewClientset(ownedPod("api-7d9f", nil))
+	r := &Replicas{Client: c, Namespace: "ns", Pod: "api-7d9f"}
+	err := r.Run(t.Context(), make(chan int))
+	if !errors.Is(err, ErrNoStatefulSet) {
+		t.Fatalf("Run() = %v, want ErrNoStatefulSet", err)
+	}
+}
+
+func TestReplicasRetriesUntilPodExists(t *testing.T) {
+	ss := statefulSet("db", 2)
+	c := fake.NewClientset(ss)
+	r := &Replicas{Client: c, Namespace: "ns", Pod: "db-1", RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	up := make(chan int)
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx, up) }()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c.CoreV1().Pods("ns").Create(ctx, ownedPod("db-1", ss), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-up:
+		if n != 2 {
+			t.Fatalf("size = %d, want 2", n)
+		}
+	case err := <-errc:
+		t.Fatalf("Run() = %v before a size", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no size")
+	}
+	cancel()
+	await.Recv(t, errc, "Run to return after cancel")
+}
+
+func TestRolerKeepsItsRoleWhenTheLeaseIsUnreadable(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientset()
+	var down atomic.Bool
+	c.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	r := &Roler{Lease: &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}, Pod: "db-0", UID: "u0"}
+	set := peer.NewSet(member("db-0", 0))
+	down.Store(true)
+	if got, err := r.Role(ctx, set, fqdn("db-0")); err == nil {
+		t.Fatalf("Role() with the API down before any decision = %q, want an error", got)
+	}
+	down.Store(false)
+	if got, err := r.Role(ctx, set, fqdn("db-0")); err != nil || got != "form" {
+		t.Fatalf("Role() = %q, %v; want form", got, err)
+	}
+	down.Store(true)
+	if got, err := r.Role(ctx, peer.NewSet(member("db-0", 0), member("db-1", 1)), fqdn("db-0")); err != nil || got != "form" {
+		t.Fatalf("Role() with the API down after a decision = %q, %v; want the kept form", got, err)
+	}
+}

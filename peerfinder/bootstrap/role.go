@@ -1,0 +1,165 @@
+// Package bootstrap decides whether a member forms a new cluster or joins an
+// existing one, and records formation in a Kubernetes Lease so that the
+// decision survives the loss of a member's data. It also follows the owning
+// StatefulSet's spec.replicas as the expected cluster size.
+//
+// The decision is the pure function Decide; the Lease (lease.go) and the
+// StatefulSet watch (replicas.go) are the effects around it.
+//
+// # The rule
+//
+// Without a cluster record (no -cluster-lease), a member is told "form" when
+// its ordinal is the StatefulSet's first ordinal (0 unless spec.ordinals.start
+// says otherwise) and no peer with a lower ordinal is visible; every other
+// member, and every member whose ordinal is unknown, is told "join".
+// A StatefulSet runs at most one pod per ordinal, so two members never both
+// form at the same time.
+//
+// With a cluster record (a Lease), the record wins: once a member has
+// formed, only that same pod (same pod UID: a retry or a container restart)
+// is told "form" again; any other pod, including a re-created pod-0 whose
+// volume came back empty, is told "join". A member that would form must first
+// write itself into the Lease (create-if-absent, or update with the read
+// resourceVersion); when another member won that write, it is told "join".
+// With a Lease, members without an ordinal (a Deployment found by the pods
+// source) may also form: the Lease write decides which one does.
+//
+// # Limits
+//
+// Without a Lease, a pod-0 that lost its data looks exactly like the first
+// pod of a new cluster and is told "form": a second cluster. Use a Lease.
+//
+// A Lease records that formation started, not that it succeeded or that the
+// cluster still exists. If the member that formed fails midway (its on-start
+// hook fails) the same pod keeps being told "form" on retries and restarts;
+// if that pod is replaced, its successor is told "join" and has nobody to
+// join. If every member lost its data, every member is told "join". In both
+// cases an operator decides: delete the Lease to let the first ordinal form
+// again. The role is advice for a member with an empty data directory; a
+// member that already has data should start from it whatever the role.
+//
+// The first role needs the Lease: while it cannot be read (API down, RBAC),
+// nothing is delivered and peer-finder retries. Once a role was decided, an
+// unreadable Lease keeps that role for later peer sets instead of holding
+// them back.
+package bootstrap
+
+import (
+	"fmt"
+
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+// Role is what a member should do at bootstrap.
+type Role string
+
+// The roles, as passed to hooks in PEER_FINDER_BOOTSTRAP.
+const (
+	Form Role = "form"
+	Join Role = "join"
+)
+
+// Reason names the rule that decided.
+type Reason string
+
+// The reasons.
+const (
+	FirstOrdinal      Reason = "first-ordinal"         // self has the first ordinal: form
+	NotFirstOrdinal   Reason = "not-first-ordinal"     // self has a later ordinal: join
+	LowerOrdinalSeen  Reason = "lower-ordinal-visible" // a peer below the first ordinal is visible: join
+	OrdinalUnknown    Reason = "ordinal-unknown"       // no ordinal and no Lease to elect with: join
+	ElectedByLease    Reason = "elected-by-lease"      // no ordinal, Lease free: claim it to form
+	RecordedSelf      Reason = "formed-by-self"        // the Lease names this very pod: form
+	RecordedOther     Reason = "formed-by-other"       // the Lease names another pod (or an earlier pod of the same name): join
+	RecordUnreadable  Reason = "record-without-uid"    // the Lease names a pod but no UID: join
+	SelfIdentityUnset Reason = "self-uid-unknown"      // a Lease is used but this pod's UID is unknown: join
+)
+
+// Record is what a cluster record (the Lease) says about formation.
+type Record struct {
+	// Pod and UID identify the pod that formed the cluster.
+	Pod, UID string
+}
+
+// Input is everything Decide looks at.
+type Input struct {
+	// Self is this member's key (FQDN) in Set.
+	Self string
+	// Set is the peer set about to be delivered; it contains Self.
+	Set peer.Set
+	// FirstOrdinal is the StatefulSet's first ordinal (spec.ordinals.start, 0 by default).
+	FirstOrdinal int
+	// UseRecord is true when a cluster record (Lease) is configured.
+	UseRecord bool
+	// Record is the record's content; nil when no member formed yet.
+	// Ignored unless UseRecord.
+	Record *Record
+	// SelfPod and SelfUID identify this pod; SelfUID is required with a
+	// record, since the pod name alone cannot tell a re-created pod apart.
+	SelfPod, SelfUID string
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Role   Role
+	Reason Reason
+	// Detail explains the decision in words.
+	Detail string
+	// Claim is set when Role is Form and a record is in use but names nobody
+	// yet: the caller must write itself into the record first, and decide
+	// again (it will then get RecordedSelf or RecordedOther).
+	Claim bool
+}
+
+// Decide applies the bootstrap rule (see the package documentation). It is
+// pure: the caller reads the record before and writes it after.
+func Decide(in Input) Decision {
+	if in.UseRecord {
+		if in.SelfUID == "" {
+			return Decision{Role: Join, Reason: SelfIdentityUnset,
+				Detail: "this pod's UID is unknown, so a recorded formation cannot be attributed; set POD_UID from the downward API (metadata.uid) or allow get on pods"}
+		}
+		if r := in.Record; r != nil {
+			switch {
+			case r.UID == "":
+				return Decision{Role: Join, Reason: RecordUnreadable,
+					Detail: fmt.Sprintf("the cluster record names pod %q without a UID; treating the cluster as formed", r.Pod)}
+			case r.UID == in.SelfUID:
+				return Decision{Role: Form, Reason: RecordedSelf,
+					Detail: fmt.Sprintf("the cluster record names this pod (%s, uid %s) as the one that formed the cluster", r.Pod, r.UID)}
+			case r.Pod == in.SelfPod:
+				return Decision{Role: Join, Reason: RecordedOther,
+					Detail: fmt.Sprintf("the cluster was formed by an earlier pod named %s (uid %s); this pod (uid %s) replaces it and must join, even if its data is empty", r.Pod, r.UID, in.SelfUID)}
+			default:
+				return Decision{Role: Join, Reason: RecordedOther,
+					Detail: fmt.Sprintf("the cluster was formed by pod %s (uid %s)", r.Pod, r.UID)}
+			}
+		}
+	}
+	self, ok := in.Set.Get(in.Self)
+	if !ok || self.Ordinal < 0 {
+		if in.UseRecord {
+			return Decision{Role: Form, Reason: ElectedByLease, Claim: true,
+				Detail: "no ordinal is known and no member formed the cluster yet; claiming the cluster record"}
+		}
+		return Decision{Role: Join, Reason: OrdinalUnknown,
+			Detail: "this member's ordinal is unknown (not a StatefulSet pod name); only the first ordinal forms without a cluster record"}
+	}
+	for _, p := range in.Set.Peers() {
+		if p.Ordinal >= 0 && p.Ordinal < self.Ordinal && p.Key() != in.Self {
+			return Decision{Role: Join, Reason: LowerOrdinalSeen,
+				Detail: fmt.Sprintf("peer %s has the lower ordinal %d", p.Key(), p.Ordinal)}
+		}
+	}
+	if self.Ordinal != in.FirstOrdinal {
+		return Decision{Role: Join, Reason: NotFirstOrdinal,
+			Detail: fmt.Sprintf("ordinal %d is not the first ordinal %d", self.Ordinal, in.FirstOrdinal)}
+	}
+	d := Decision{Role: Form, Reason: FirstOrdinal,
+		Detail: fmt.Sprintf("ordinal %d is the first ordinal and no lower one is visible", self.Ordinal)}
+	if in.UseRecord {
+		d.Claim = true
+		d.Detail += "; claiming the cluster record"
+	}
+	return d
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/flockd/flock/internal/atomicfile"
+	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+)
+
+func TestParseSinkFlags(t *testing.T) {
+	e := env(map[string]string{"POD_NAMESPACE": "ns1"}, kubeletResolv)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, c *Config)
+	}{
+		{
+			name: "init container writing a hosts file",
+			args: []string{"-service=jobs", "-hosts-file=/etc/hosts", "-hosts-name-template={{.Role}}-{{.Index}}", "-hosts-expect=ps=1,worker=3", "-wait-for-all", "-once", "-ip-family=ipv4"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if s.HostsFile != "/etc/hosts" || s.HostsID != "jobs" || !s.WaitForAll || s.IPFamily != hostsfile.IPv4 || !c.InitMode() {
+					t.Errorf("sinks = %+v, init %v", s, c.InitMode())
+				}
+				if want := []string{"ps-0", "worker-0", "worker-1", "worker-2"}; !slices.Equal(s.Expected, want) {
+					t.Errorf("expected = %q, want %q", s.Expected, want)
+				}
+			},
+		},
+		{
+			name: "expected names from -expect and the host name",
+			args: []string{"-service=web", "-hosts-file=h", "-expect=3", "-hosts-write-mode=in-place", "-hosts-lease=web-hosts"},
+			check: func(t *testing.T, c *Config) {
+				if want := []string{"web-0", "web-1", "web-2"}; !slices.Equal(c.Sinks.Expected, want) {
+					t.Errorf("expected = %q, want %q", c.Sinks.Expected, want)
+				}
+				if c.Sinks.WriteMode != atomicfile.InPlace || c.Sinks.HostsLease != "web-hosts" || c.InitMode() {
+					t.Errorf("sinks = %+v", c.Sinks)
+				}
+			},
+		},
+		{
+			name: "pid 1 wrapper",
+			args: []string{"-service=web", "-on-start=/bin/true", "-json-file=/run/peers.json", "-reload-signal=SIGHUP", "--", "nginx", "-g", "daemon off;"},
+			check: func(t *testing.T, c *Config) {
+				if !slices.Equal(c.Sinks.Exec, []string{"nginx", "-g", "daemon off;"}) || c.Sinks.ReloadSignal != syscall.SIGHUP || c.InitMode() {
+					t.Errorf("exec = %q, reload %v, init %v", c.Sinks.Exec, c.Sinks.ReloadSignal, c.InitMode())
+				}
+				if c.Sinks.JSONFile != "/run/peers.json" {
+					t.Errorf("json file = %q", c.Sinks.JSONFile)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(tc.args, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestParseSinkUsageErrors(t *testing.T) {
+	e := env(map[string]string{"POD_NAMESPACE": "ns1"}, kubeletResolv)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-service=web", "-hosts-file=h", "-wait-for-all"}, "wait-for-all"},
+		{[]string{"-service=web", "-json-file=j", "-wait-for-all", "-hosts-expect=a"}, "wait-for-all"},
+		{[]string{"-service=web", "-json-file=j", "-hosts-lease=x"}, "hosts-lease"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-lease=Bad_Name"}, "hosts-lease"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-name-template={{.Role"}, "hosts-name-template"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-expect=ps=x"}, "hosts-expect"},
+		{[]string{"-service=web", "-json-file=j", "-reload-signal=HUP"}, "reload-signal"},
+		{[]string{"-service=web", "-once", "--", "sleep", "1"}, "once"},
+		{[]string{"-service=web", "-json-file=j", "stray"}, ""},
+	} {
+		_, err := Parse(tc.args, e)
+		var ue *UsageError
+		if !errors.As(err, &ue) || ue.Flag != tc.flag {
+			t.Errorf("Parse(%q) = %v; want a usage error for -%s", tc.args, err, tc.flag)
+		}
+	}
+	for _, args := range [][]string{
+		{"-service=web", "-ip-family=ipx", "-hosts-file=h"},
+		{"-service=web", "-hosts-write-mode=sideways", "-hosts-file=h"},
+		{"-service=web", "-reload-signal=SIGNOPE", "--", "x"},
+	} {
+		if _, err := Parse(args, e); err == nil {
+			t.Errorf("Parse(%q) succeeded", args)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package peerfinder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/peerfinder/bootstrap"
+	"github.com/flockd/flock/peerfinder/config"
+	"github.com/flockd/flock/peerfinder/membership"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/source"
+)
+
+// errHeldBack is returned by diagnose when delivery would not happen now.
+var errHeldBack = errors.New("delivery is held back")
+
+// diagnose prints, once, what peer-finder sees and which gate holds delivery
+// back, with advice on what to change. It only reads: it never writes the
+// cluster Lease nor runs a hook. It returns errHeldBack when a real run would
+// not deliver now (a gate holds, or a permission it needs is missing).
+func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	f := facts{cfg: cfg}
+	fmt.Fprintf(w, "domain:    %s (from %s)\n", cfg.Domain, cfg.DomainSource)
+	fmt.Fprintf(w, "service:   %s\n", cfg.ServiceFQDN())
+	fmt.Fprintf(w, "self:      %s (pod %s)\n", cfg.Self(), cfg.Bootstrap.PodName)
+	if cfg.Kube.UsesDNS() {
+		fmt.Fprintf(w, "dns:       %s\n", strings.Join(cfg.DNSServers, ", "))
+	}
+
+	diagnoseAPI(ctx, cfg, p.kube, w, &f)
+
+	views := make([]membership.View, 0, len(p.sources))
+	for _, s := range p.sources {
+		l, ok := s.Source.(source.Lookuper)
+		if !ok {
+			fmt.Fprintf(w, "source %s: cannot be queried once\n", s.Name)
+			views = append(views, membership.View{Source: s.Name})
+			continue
+		}
+		peers, err := l.Lookup(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "source %s: lookup failed: %v\n", s.Name, err)
+			views = append(views, membership.View{Source: s.Name})
+			if s.Name == config.SourceDNS {
+				f.dnsSilent = true
+			}
+			continue
+		}
+		fmt.Fprintf(w, "source %s: %d peers\n", s.Name, len(peers))
+		for _, pr := range peers {
+			fmt.Fprintf(w, "  %s %s ready=%v ordinal=%d\n", pr.Key(), strings.Join(pr.IPs, ","), pr.Ready, pr.Ordinal)
+		}
+		if len(peers) == 0 && s.Name == config.SourceDNS {
+			f.dnsSilent = true
+		}
+		views = append(views, membership.View{Source: s.Name, Reported: true, Peers: peers})
+	}
+
+	opts := p.opts
+	switch {
+	case cfg.Bootstrap.ExpectAuto && p.boot.replicas != nil:
+		name, n, first, err := p.boot.replicas.Lookup(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "expect:    unknown: %v\n", err)
+			opts.ExpectPending = true
+			break
+		}
+		fmt.Fprintf(w, "expect:    %d (spec.replicas of StatefulSet %s, first ordinal %d)\n", n, name, first)
+		opts.Expect = n
+		p.boot.roler.FirstOrdinal = func() int { return first }
+	case cfg.Bootstrap.Expect > 0:
+		fmt.Fprintf(w, "expect:    %d (-expect)\n", cfg.Bootstrap.Expect)
+	}
+
+	set, _, v := membership.Compute(views, opts, membership.Observation{}, time.Now())
+	roleOK := diagnoseRole(ctx, cfg, p.boot, set, w)
+
+	if v.Publishable() {
+		fmt.Fprintf(w, "verdict:   deliver (%d peers)\n", v.Peers)
+	} else {
+		fmt.Fprintf(w, "verdict:   wait: %s: %s\n", v.Reason, v.Detail)
+	}
+	for _, h := range advice(v.Reason, f) {
+		fmt.Fprintf(w, "hint:      %s\n", h)
+	}
+	if !v.Publishable() || len(f.missing) > 0 || f.apiErr != nil || !roleOK {
+		return errHeldBack
+	}
+	return nil
+}
+
+// diagnoseAPI builds the client when any part needs it (or -kubeconfig or
+// -master asks for it), checks every permission cfg needs with
+// SelfSubjectAccessReviews, and reads the governing Service.
+func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.Writer, f *facts) {
+	needed := requiredAccess(cfg)
+	wanted := len(needed) > 0 || cfg.Kube.Kubeconfig != "" || cfg.Kube.Master != ""
+	client, err := kc.Get()
+	if err != nil {
+		if wanted {
+			f.apiErr = err
+			fmt.Fprintf(w, "api:       unavailable: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "api:       not used (no API source or flag needs it)\n")
+		}
+		return
+	}
+	for _, a := range needed {
+		allowed, err := canI(ctx, client, cfg.Namespace, a)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "rbac:      cannot check %s: %v\n", a, err)
+		case allowed:
+			fmt.Fprintf(w, "rbac:      ok       %s (for %s)\n", a, strings.Join(a.For, ", "))
+		default:
+			f.missing = append(f.missing, a)
+			fmt.Fprintf(w, "rbac:      MISSING  %s (for %s)\n", a, strings.Join(a.For, ", "))
+		}
+	}
+	svc, err := client.CoreV1().Services(cfg.Namespace).Get(ctx, cfg.Service, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		f.service = svc
+		headless := svc.Spec.ClusterIP == corev1.ClusterIPNone
+		fmt.Fprintf(w, "service:   found; headless=%v publishNotReadyAddresses=%v selector=%v\n",
+			headless, svc.Spec.PublishNotReadyAddresses, svc.Spec.Selector)
+	default:
+		t := kube.Target{Resource: "services", Namespace: cfg.Namespace, Verbs: []string{"get"}}
+		p := kube.Classify(err, "get", t)
+		switch {
+		case p.Class == "forbidden":
+			fmt.Fprintf(w, "service:   not checked (optional: get services is not granted)\n")
+		case apierrors.IsNotFound(err):
+			f.serviceMissing = true
+			fmt.Fprintf(w, "service:   %s/%s does not exist\n", cfg.Namespace, cfg.Service)
+		default:
+			fmt.Fprintf(w, "service:   not checked: %s\n", t.Describe(err, "get"))
+		}
+	}
+}
+
+// canI asks the API server whether this client may do a.
+func canI(ctx context.Context, client kubernetes.Interface, ns string, a access) (bool, error) {
+	r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Name: a.Name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return r.Status.Allowed, nil
+}
+
+// diagnoseRole prints the bootstrap role a real run would pass to hooks,
+// reading (never claiming) the cluster Lease. It returns false when the
+// role cannot be decided because an API call failed.
+func diagnoseRole(ctx context.Context, cfg *config.Config, b *bootstrapParts, set peer.Set, w io.Writer) bool {
+	if !set.Has(cfg.Self()) {
+		fmt.Fprintf(w, "bootstrap: not decided until self is in the peer set\n")
+		return true
+	}
+	if b.roler.Lease != nil && b.roler.UID == "" {
+		uid, err := b.podUID(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
+			return false
+		}
+		b.roler.UID = uid
+	}
+	in, err := b.roler.Input(ctx, set, cfg.Self())
+	if err != nil {
+		fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
+		return false
+	}
+	d := bootstrap.Decide(in)
+	fmt.Fprintf(w, "bootstrap: %s (%s): %s\n", d.Role, d.Reason, d.Detail)
+	switch {
+	case d.Claim:
+		fmt.Fprintf(w, "bootstrap: a real run first records this pod in Lease %s; if another member records itself first, this one joins\n", cfg.Bootstrap.ClusterLease)
+	case b.roler.Lease == nil:
+		fmt.Fprintf(w, "bootstrap: no -cluster-lease: a first-ordinal pod that lost its data would be told form again\n")
+	}
+	return true
+}
+
+// facts are what diagnose learned, for advice.
+type facts struct {
+	cfg            *config.Config
+	service        *corev1.Service // nil when not read
+	serviceMissing bool
+	dnsSilent      bool // the DNS source failed or found nothing
+	missing        []access
+	apiErr         error
+}
+
+// advice says what to change, given the verdict's reason and the facts. It
+// is pure.
+func advice(r membership.Reason, f facts) []string {
+	cfg := f.cfg
+	svc := f.service
+	var out []string
+	if len(f.missing) > 0 {
+		var verbs []string
+		for _, a := range f.missing {
+			verbs = append(verbs, a.String())
+		}
+		out = append(out, fmt.Sprintf("grant the missing permissions to this pod's service account in namespace %s (%s); see examples/rbac", cfg.Namespace, strings.Join(verbs, "; ")))
+	}
+	if f.dnsSilent && !f.serviceMissing && (r == membership.WaitSources || r == membership.WaitEmpty) {
+		exists := ""
+		if svc != nil {
+			exists = "the Service exists, but "
+		}
+		out = append(out, fmt.Sprintf("%sDNS has no records for %s: if the cluster domain is not %s (from %s), pass the right -domain", exists, cfg.ServiceFQDN(), cfg.Domain, cfg.DomainSource))
+	}
+	if f.serviceMissing {
+		out = append(out, fmt.Sprintf("the service %s does not exist in namespace %s; -service must be the StatefulSet's serviceName", cfg.Service, cfg.Namespace))
+	}
+	notReadyHidden := svc != nil && !svc.Spec.PublishNotReadyAddresses && (cfg.Kube.UsesDNS() || !cfg.Kube.IncludeNotReady)
+	switch r {
+	case membership.WaitSources:
+		out = append(out, "a source could not answer; see its lookup error above (DNS servers, -dns-server, RBAC, -kubeconfig)")
+	case membership.WaitEmpty, membership.WaitSelf:
+		switch {
+		case notReadyHidden:
+			out = append(out, fmt.Sprintf("the service %s does not set publishNotReadyAddresses: true, so members are hidden until they are ready (and they cannot be ready before peer-finder delivered): set it on the headless service, or use -source=endpointslice -include-not-ready", cfg.Service))
+		case svc == nil && !f.serviceMissing:
+			out = append(out, fmt.Sprintf("if the service %s does not set publishNotReadyAddresses: true, members are hidden until ready (the Service could not be read to check)", cfg.Service))
+		}
+		if svc != nil && svc.Spec.ClusterIP != corev1.ClusterIPNone && cfg.Kube.UsesDNS() {
+			out = append(out, fmt.Sprintf("the service %s is not headless (clusterIP: None), so DNS has no per-member records", cfg.Service))
+		}
+
+		if r == membership.WaitSelf {
+			out = append(out, fmt.Sprintf("this member's name %s is not published; check -hostname (the pod name), -service (the StatefulSet's serviceName) and -domain", cfg.Self()))
+		}
+	case membership.WaitExpect:
+		out = append(out, "-expect=auto cannot read the owning StatefulSet; see the expect line above (RBAC get pods, list statefulsets; the pod must be owned by a StatefulSet)")
+	case membership.WaitSize:
+		out = append(out, "fewer peers are visible than -min-peers or -expect ask for; wait for the others to start, or lower them")
+		if notReadyHidden {
+			out = append(out, fmt.Sprintf("members that are not ready are hidden: set publishNotReadyAddresses: true on %s, or use -source=endpointslice -include-not-ready", cfg.Service))
+		}
+	}
+	return out
+}

@@ -1,0 +1,33 @@
+package peerfinder
+
+import (
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/peerfinder/config"
+)
+
+// kubeClient builds the Kubernetes client on first use, once, so that the
+// API sources, bootstrap safety and diagnose share one client and a
+// DNS-only peer-finder never needs a kubeconfig or service account token.
+type kubeClient struct {
+	opts kube.ClientOptions
+	once sync.Once
+	c    kubernetes.Interface
+	err  error
+}
+
+// newKubeClient returns a lazily built client for cfg's -kubeconfig and
+// -master (in-cluster config when both are empty). build makes one and
+// hands it to every part of the pipeline.
+func newKubeClient(cfg *config.Config) *kubeClient {
+	return &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}}
+}
+
+// Get returns the client, or the error building it.
+func (k *kubeClient) Get() (kubernetes.Interface, error) {
+	k.once.Do(func() { k.c, k.err = kube.NewClient(k.opts) })
+	return k.c, k.err
+}

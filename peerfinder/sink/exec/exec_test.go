@@ -1,0 +1,416 @@
+package exec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+// helperEnv makes the test binary act as a supervising peer-finder: it runs
+// the exec sink with the command line after "--", reads "apply" lines on
+// stdin (each one an Apply, answered by "applied" on stdout) and exits with
+// the child's status.
+const helperEnv = "FLOCK_EXEC_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helperMain(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func helperMain(mode string) int {
+	if strings.Contains(mode, "mountproc") {
+		// pid 1 of a new PID namespace: see its own processes in /proc.
+		if err := syscall.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+			fmt.Fprintln(os.Stderr, "mount /proc:", err)
+			return 90
+		}
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	devnull, _ := os.Open(os.DevNull)
+	s, err := New(Config{
+		Argv: args, ReloadSignal: syscall.SIGHUP, Reap: true, KillTimeout: 2 * time.Second,
+		Stdin: devnull, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 91
+	}
+	if strings.Contains(mode, "hooks") {
+		// Hook scripts run concurrently with the reaper (as the hook sink
+		// does); each must keep its exit status.
+		go func() {
+			for i := range 60 {
+				code := i % 4
+				err := osexec.Command("sh", "-c", fmt.Sprintf("(sleep 0.01 &); exit %d", code)).Run()
+				var ee *osexec.ExitError
+				got := 0
+				if errors.As(err, &ee) {
+					got = ee.ExitCode()
+				} else if err != nil {
+					got = -1
+				}
+				if got != code {
+					fmt.Fprintf(os.Stderr, "hook-lost-status run=%d got=%d want=%d err=%v\n", i, got, code, err)
+				}
+			}
+		}()
+	}
+	set := peer.NewSet(peer.Peer{FQDN: "a.svc", IPs: []string{"10.0.0.1"}})
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		gen := uint64(0)
+		for sc.Scan() {
+			gen++
+			err := s.Apply(context.Background(), sink.Delivery{Set: set, Self: "a.svc", Generation: gen, First: gen == 1})
+			if err != nil {
+				fmt.Printf("apply-error %v\n", err)
+				continue
+			}
+			fmt.Println("applied")
+		}
+	}()
+	<-s.Done()
+	s.Close()
+	return s.ExitCode()
+}
+
+// supervisor is a running helper process.
+type supervisor struct {
+	t     *testing.T
+	cmd   *osexec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	errb  *bytes.Buffer
+	ended chan struct{}
+	// stdout is the read end of the child's stdout, for deadlines.
+	stdout *os.File
+}
+
+func startSupervisor(t *testing.T, mode string, attr *syscall.SysProcAttr, argv ...string) *supervisor {
+	t.Helper()
+	cmd := osexec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, argv...)...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.SysProcAttr = attr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &bytes.Buffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{t: t, cmd: cmd, in: in, out: bufio.NewReader(out), errb: errb, ended: make(chan struct{}), stdout: out.(*os.File)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = s.wait()
+	})
+	return s
+}
+
+func (s *supervisor) apply() {
+	s.t.Helper()
+	if _, err := io.WriteString(s.in, "apply\n"); err != nil {
+		s.t.Fatal(err)
+	}
+	// A deadline on the pipe: a supervisor that never answers fails the
+	// test instead of hanging it.
+	_ = s.stdout.SetReadDeadline(time.Now().Add(await.Timeout))
+	line, err := s.out.ReadString('\n')
+	if err != nil || line != "applied\n" {
+		s.t.Fatalf("apply: %q, %v; stderr:\n%s", line, err, s.errb)
+	}
+}
+
+// wait returns the supervisor's exit status.
+func (s *supervisor) wait() int {
+	select {
+	case <-s.ended:
+		return s.cmd.ProcessState.ExitCode()
+	default:
+	}
+	_ = s.in.Close()
+	_ = s.stdout.SetReadDeadline(time.Time{})
+	exited := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, s.out)
+		_ = s.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(await.Timeout):
+		s.t.Errorf("supervisor still running %s after its stdin closed; killing it", await.Timeout)
+		_ = s.cmd.Process.Kill()
+		<-exited
+	}
+	close(s.ended)
+	return s.cmd.ProcessState.ExitCode()
+}
+
+func waitForFile(t *testing.T, path string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written within %v", path, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   int
+	}{
+		{"success", "exit 0", 0},
+		{"failure", "exit 42", 42},
+		{"killed by SIGKILL", "kill -KILL $$", 128 + 9},
+		{"killed by SIGTERM", "kill -TERM $$", 128 + 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startSupervisor(t, "plain", nil, "sh", "-c", tc.script)
+			s.apply()
+			if got := s.wait(); got != tc.want {
+				t.Errorf("status = %d, want %d; stderr:\n%s", got, tc.want, s.errb)
+			}
+		})
+	}
+}
+
+func TestNothingStartsBeforeFirstApply(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := startSupervisor(t, "plain", nil, "sh", "-c", "echo ran > "+marker)
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("child ran before the first delivery")
+	}
+	s.apply()
+	waitForFile(t, marker, 5*time.Second)
+	if got := s.wait(); got != 0 {
+		t.Errorf("status = %d", got)
+	}
+}
+
+func TestSignalForwarding(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2} {
+		name := strings.TrimPrefix(signalNames[sig], "SIG")
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			got, ready := filepath.Join(dir, "got"), filepath.Join(dir, "ready")
+			script := fmt.Sprintf(`trap 'echo %[1]s > %[2]s; exit %[3]d' %[1]s; echo ok > %[4]s; while :; do sleep 0.02; done`,
+				name, got, 10+int(sig), ready)
+			s := startSupervisor(t, "plain", nil, "sh", "-c", script)
+			s.apply()
+			waitForFile(t, ready, 5*time.Second)
+			if err := s.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if b := waitForFile(t, got, 5*time.Second); strings.TrimSpace(b) != name {
+				t.Errorf("child trapped %q, want %s", b, name)
+			}
+			if code := s.wait(); code != 10+int(sig) {
+				t.Errorf("status = %d, want %d; stderr:\n%s", code, 10+int(sig), s.errb)
+			}
+		})
+	}
+}
+
+func TestReloadSignal(t *testing.T) {
+	dir := t.TempDir()
+	reloads, ready := filepath.Join(dir, "reloads"), filepath.Join(dir, "ready")
+	script := fmt.Sprintf(`trap 'echo hup >> %s' HUP; trap 'exit 0' TERM; echo ok > %s; while :; do sleep 0.02; done`, reloads, ready)
+	s := startSupervisor(t, "plain", nil, "sh", "-c", script)
+	s.apply() // starts
+	waitForFile(t, ready, 5*time.Second)
+	for range 3 {
+		s.apply() // reload
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(reloads)
+		if n := strings.Count(string(b), "hup"); n == 3 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("child saw %d reloads, want 3", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(); code != 0 {
+		t.Errorf("status = %d", code)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid, with their state and
+// command name, from the host's /proc.
+func childrenOf(pid int) (states map[int]string) {
+	states = map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		j := bytes.IndexByte(b, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			states[p] = f[0] + " " + string(b[j+1:i])
+		}
+	}
+	return states
+}
+
+func TestOrphansReaped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode string
+		attr func() *syscall.SysProcAttr
+	}{
+		{"subreaper", "plain hooks", func() *syscall.SysProcAttr { return nil }},
+		{"pid1-in-pid-namespace", "mountproc hooks", func() *syscall.SysProcAttr {
+			return &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Unshareflags: syscall.CLONE_NEWNS}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.attr() != nil && os.Geteuid() != 0 {
+				t.Skip("needs root for a PID namespace (euid != 0)")
+			}
+			dir := t.TempDir()
+			ready := filepath.Join(dir, "ready")
+			// The child leaves three grandchildren behind (their parents, the
+			// subshells, exit at once), then stays up a while.
+			script := fmt.Sprintf(`for i in 1 2 3; do (sleep 0.3 &); done; echo ok > %s; sleep 1.5; exit 4`, ready)
+			s := startSupervisor(t, tc.mode, tc.attr(), "sh", "-c", script)
+			s.apply()
+			waitForFile(t, ready, 5*time.Second)
+			// The orphans were adopted by the supervisor...
+			adopted := 0
+			for _, st := range childrenOf(s.cmd.Process.Pid) {
+				if strings.HasSuffix(st, " sleep") {
+					adopted++
+				}
+			}
+			if adopted < 3 {
+				if strings.Contains(s.errb.String(), "mount /proc") {
+					t.Skipf("cannot run as pid 1 with its own /proc: %s", s.errb)
+				}
+				t.Fatalf("%d orphaned sleeps adopted by the supervisor, want 3: %v", adopted, childrenOf(s.cmd.Process.Pid))
+			}
+			// ...and after they exited, none is left a zombie.
+			time.Sleep(700 * time.Millisecond)
+			for pid, st := range childrenOf(s.cmd.Process.Pid) {
+				if strings.HasPrefix(st, "Z") {
+					t.Errorf("zombie %d (%s) left under the supervisor", pid, st)
+				}
+			}
+			if code := s.wait(); code != 4 {
+				t.Errorf("status = %d, want 4; stderr:\n%s", code, s.errb)
+			}
+			if strings.Contains(s.errb.String(), "hook-lost-status") {
+				t.Errorf("hooks lost their exit status while reaping:\n%s", s.errb)
+			}
+		})
+	}
+}
+
+func TestSinkInProcess(t *testing.T) {
+	// Stop escalates to SIGKILL after KillTimeout; Apply after exit fails.
+	s, err := New(Config{Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.02; done"}, KillTimeout: 200 * time.Millisecond, Forward: []os.Signal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ExitCode(); got != -1 {
+		t.Errorf("ExitCode before start = %d, want -1", got)
+	}
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
+		t.Fatal(err)
+	}
+	await.Done(t, s.Started(), "the command to start")
+	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	start := time.Now()
+	if got := s.Stop(context.Background()); got != 128+9 {
+		t.Errorf("Stop = %d, want 137", got)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("SIGKILL after %v, before the kill timeout", d)
+	}
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 2}); !errors.Is(err, ErrExited) {
+		t.Errorf("Apply after exit = %v, want ErrExited", err)
+	}
+
+	// A command that cannot start is an Apply error.
+	bad, _ := New(Config{Argv: []string{filepath.Join(t.TempDir(), "missing")}})
+	if err := bad.Apply(context.Background(), sink.Delivery{Generation: 1}); err == nil {
+		t.Error("Apply of a missing command succeeded")
+	}
+	if got := bad.Stop(context.Background()); got != -1 {
+		t.Errorf("Stop of a never-started sink = %d, want -1", got)
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without a command succeeded")
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want syscall.Signal
+		err  bool
+	}{
+		{"", 0, false}, {"SIGHUP", syscall.SIGHUP, false}, {"hup", syscall.SIGHUP, false},
+		{"USR2", syscall.SIGUSR2, false}, {"1", syscall.SIGHUP, false}, {"15", syscall.SIGTERM, false},
+		{"SIGNOPE", 0, true}, {"0", 0, true}, {"99", 0, true},
+	} {
+		got, err := ParseSignal(tc.in)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("ParseSignal(%q) = %v, %v; want %v, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+// Package hook implements the hook sink: it runs a program on each delivery,
+// as upstream peer-finder's -on-start and -on-change do, but waits for it,
+// checks its exit status and logs its output.
+//
+// A hook runs without a shell (see ParseCommand), in its own process group.
+// It reads the peer set on stdin (see Render and Format) and gets the
+// environment of flock plus Config.Env plus these variables, which replace
+// any inherited ones of the same name:
+//
+//	PEER_FINDER_EVENT          "start" on this sink's first delivery (Delivery.First),
+//	                           whichever hook runs it; "change" afterwards
+//	PEER_FINDER_SELF           this member's FQDN
+//	PEER_FINDER_GENERATION     the set's generation, a decimal number from 1
+//	PEER_FINDER_PEERS_ADDED    FQDNs added since the last successful run, sorted,
+//	                           separated by single spaces (all peers on the first run)
+//	PEER_FINDER_PEERS_REMOVED  FQDNs removed since the last successful run, likewise
+//	PEER_FINDER_BOOTSTRAP      "form" or "join"; unset when no role is known
+//
+// Space separation lets `for p in $PEER_FINDER_PEERS_ADDED` work in any
+// POSIX shell. A list longer than 64 KiB (roughly 1,500 FQDNs; a single
+// environment string may not exceed 128 KiB on Linux) leaves its variable
+// unset rather than failing the exec: a hook that needs it must then compare
+// stdin, which always holds the full set, with its own record.
+//
+// Each line the hook writes to stdout or stderr is logged at Info with the
+// message "hook output" and the keys hook ("on-start" or "on-change"),
+// stream ("stdout" or "stderr") and line. The pipes are closed shortly after
+// the hook exits, so a background process it leaves behind should redirect
+// its output. Not reading stdin is fine: the hook may exit without reading
+// it, or read it slowly.
+//
+// A hook runs only when what it receives changes: a delivery whose stdin
+// (the names, in the lines format; the document apart from its generation,
+// in json) and bootstrap role equal those of the last successful run
+// succeeds without running it.
+//
+// On timeout, when the Apply context ends, and when the hook was killed by a
+// signal from outside (its run failed, so what is left of its group would
+// race the retry), the whole process group gets SIGTERM, then SIGKILL after
+// Config.KillGrace. The hook is always waited
+// for, so it never becomes a zombie of flock.
+package hook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+// Environment variable names set for every hook run.
+const (
+	EnvEvent        = "PEER_FINDER_EVENT"
+	EnvSelf         = "PEER_FINDER_SELF"
+	EnvGeneration   = "PEER_FINDER_GENERATION"
+	EnvPeersAdded   = "PEER_FINDER_PEERS_ADDED"
+	EnvPeersRemoved = "PEER_FINDER_PEERS_REMOVED"
+	EnvBootstrap    = "PEER_FINDER_BOOTSTRAP"
+)
+
+// DefaultKillGrace is the time between SIGTERM and SIGKILL when
+// Config.KillGrace is zero.
+const DefaultKillGrace = 2 * time.Second
+
+// maxEnvList is the longest PEER_FINDER_PEERS_* value passed to a hook.
+const maxEnvList = 64 << 10
+
+// ErrTimeout is wrapped by the error Apply returns when the hook ran longer
+// than Config.Timeout and was killed.
+var ErrTimeout = errors.New("timed out")
+
+// Config configures a Hook. The zero value of every field but the commands
+// is a sensible default.
+type Config struct {
+	// OnStart is the argv run on the first delivery (Delivery.First). When
+	// nil, OnChange runs instead.
+	OnStart []string
+	// OnChange is the argv run on every later delivery. When nil, later
+	// deliveries succeed without running anything.
+	OnChange []string
+	// Timeout bounds one run of a hook; 0 means no limit.
+	Timeout time.Duration
+	// KillGrace is how long the process group has between SIGTERM and
+	// SIGKILL after a timeout or cancellation; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// Format is the stdin format; "" means FormatLines.
+	Format Format
+	// TrailingNewline ends FormatLines output with "\n" (upstream does not).
+	TrailingNewline bool
+	// Env holds extra "KEY=value" entries for the hook's environment.
+	Env []string
+	// Logger receives the hook's output lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Hook is a sink.Sink that runs a program per delivery. Its Apply runs one
+// attempt; retrying is the engine's job. It is safe for use by one engine,
+// which never calls Apply concurrently.
+type Hook struct {
+	cfg  Config
+	log  *slog.Logger
+	last []byte // input of the last successful run (see inputKey); nil before
+}
+
+var _ sink.Sink = (*Hook)(nil)
+
+// New checks cfg and returns a Hook. Commands, if set, must be non-empty.
+func New(cfg Config) (*Hook, error) {
+	for name, argv := range map[string][]string{"on-start": cfg.OnStart, "on-change": cfg.OnChange} {
+		if argv != nil && (len(argv) == 0 || argv[0] == "") {
+			return nil, fmt.Errorf("hook %s: empty command", name)
+		}
+	}
+	format, err := ParseFormat(string(cfg.Format))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Timeout < 0 || cfg.KillGrace < 0 {
+		return nil, errors.New("hook timeout and kill grace must not be negative")
+	}
+	cfg.Format = format
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	cfg.OnStart = slices.Clone(cfg.OnStart)
+	cfg.OnChange = slices.Clone(cfg.OnChange)
+	cfg.Env = slices.Clone(cfg.Env)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Hook{cfg: cfg, log: log}, nil
+}
+
+// Apply runs the hook for d once: OnStart when d.First and OnStart is set,
+// else OnChange; with no command to run it returns nil. It returns nil only
+// when the hook exited with status 0. Otherwise the error names the hook and
+// wraps the exit error (*exec.ExitError), ErrTimeout, or context.Cause(ctx)
+// when ctx ended first (the hook is then killed, or not started).
+func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
+	name, argv := "on-change", h.cfg.OnChange
+	if d.First && h.cfg.OnStart != nil {
+		name, argv = "on-start", h.cfg.OnStart
+	}
+	if argv == nil {
+		return nil
+	}
+	stdin, err := Render(d, h.cfg.Format, h.cfg.TrailingNewline)
+	if err != nil {
+		return fmt.Errorf("hook %s: %w", name, err)
+	}
+	key, err := h.inputKey(d, stdin)
+	if err != nil {
+		return fmt.Errorf("hook %s: %w", name, err)
+	}
+	if h.last != nil && !d.First && bytes.Equal(key, h.last) {
+		h.log.Debug("hook input unchanged, not run", "hook", name, "generation", d.Generation)
+		return nil
+	}
+	if err := h.run(ctx, name, argv, h.environ(d), stdin); err != nil {
+		return err
+	}
+	h.last = key
+	return nil
+}
+
+// inputKey is what a run of the hook receives, for deciding whether the
+// next delivery changes it: stdin (the names in the lines format; the
+// document without its generation in json) and the bootstrap role. An IP,
+// port or readiness change alone does not re-run a lines-format hook, as
+// upstream runs on-change only when the list of names changes.
+func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
+	if h.cfg.Format == FormatJSON {
+		d.Generation = 0
+		var err error
+		if stdin, err = Render(d, h.cfg.Format, h.cfg.TrailingNewline); err != nil {
+			return nil, err
+		}
+	}
+	return append(append(slices.Clip(stdin), 0), d.Bootstrap...), nil
+}
+
+// environ returns the hook's environment for d.
+func (h *Hook) environ(d sink.Delivery) []string {
+	owned := []string{EnvEvent, EnvSelf, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap}
+	base := os.Environ()
+	env := make([]string, 0, len(base)+len(h.cfg.Env)+len(owned))
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(owned, key) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, h.cfg.Env...)
+	event := "change"
+	if d.First {
+		event = "start"
+	}
+	env = append(env,
+		EnvEvent+"="+event,
+		EnvSelf+"="+d.Self,
+		EnvGeneration+"="+strconv.FormatUint(d.Generation, 10),
+	)
+	env = appendList(env, EnvPeersAdded, d.Added)
+	env = appendList(env, EnvPeersRemoved, d.Removed)
+	if d.Bootstrap != "" {
+		env = append(env, EnvBootstrap+"="+d.Bootstrap)
+	}
+	return env
+}
+
+func appendList(env []string, key string, keys []string) []string {
+	n := len(key) + 1
+	for _, k := range keys {
+		n += len(k) + 1
+	}
+	if n > maxEnvList {
+		return env
+	}
+	return append(env, key+"="+strings.Join(keys, " "))
+}

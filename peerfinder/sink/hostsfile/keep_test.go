@@ -1,0 +1,53 @@
+package hostsfile
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+// TestKeepRestoresARewrittenFile: when someone rewrites the file from
+// scratch (the kubelet does so to a pod's /etc/hosts at every container
+// start), Keep puts the newest block back without a new delivery, and keeps
+// the other writer's lines.
+func TestKeepRestoresARewrittenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	s, err := New(Options{Path: path, ID: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Keep(ctx, 5*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	for gen, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+		if err := s.Apply(ctx, sink.Delivery{Set: peer.NewSet(sts("web-0", 0, ip)), Generation: uint64(gen + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubelet := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"
+	if err := os.WriteFile(path, []byte(kubelet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		got := string(b)
+		if strings.Contains(got, "10.0.0.2\tweb-0") {
+			if !strings.HasPrefix(got, kubelet) || strings.Contains(got, "10.0.0.1") {
+				t.Fatalf("restored file lost the other writer's lines or holds an older block:\n%s", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the block was not restored within 10s:\n%s", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

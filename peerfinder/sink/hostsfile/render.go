@@ -1,0 +1,218 @@
+package hostsfile
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+// Entry is one line of the managed block: an address and its names.
+type Entry struct {
+	IP      string
+	Name    string
+	Aliases []string
+}
+
+// Rejected is a peer, or a name of a peer, that was not written.
+type Rejected struct {
+	// Peer is the peer's key.
+	Peer string
+	// Reason says why, e.g. an invalid name or a template error.
+	Reason string
+}
+
+// Plan is what the managed block will hold for one peer set.
+type Plan struct {
+	// Entries are the lines, sorted by name (naturally), IPv4 before IPv6.
+	Entries []Entry
+	// Pending are expected names that have no address yet, sorted.
+	Pending []string
+	// Rejected are peers skipped for invalid names or template errors.
+	Rejected []Rejected
+	// Shadowed are peers skipped because another peer got the same name
+	// (e.g. a retried pod whose predecessor is still terminating).
+	Shadowed []Rejected
+}
+
+// Complete reports whether every expected name has an address.
+func (p Plan) Complete() bool { return len(p.Pending) == 0 }
+
+// MakePlan computes the entries for set: one name per peer from the namer,
+// validated (RFC 1123) and deduplicated, one line per address of the chosen
+// family, plus the expected names still without an address. When several
+// peers get the same name, the best one wins: not terminating, then ready,
+// then the lowest key. It is pure.
+func MakePlan(set peer.Set, n *Namer, family Family, expected []string) Plan {
+	type candidate struct {
+		p       peer.Peer
+		aliases []string
+		ips     []netip.Addr
+	}
+	var plan Plan
+	byName := map[string]candidate{}
+	for _, p := range set.Peers() {
+		name, aliases, err := n.names(p)
+		if err == nil {
+			err = ValidName(name)
+		}
+		if err != nil {
+			plan.Rejected = append(plan.Rejected, Rejected{Peer: p.Key(), Reason: err.Error()})
+			continue
+		}
+		valid := aliases[:0:0]
+		for _, a := range aliases {
+			if err := ValidName(a); err != nil {
+				plan.Rejected = append(plan.Rejected, Rejected{Peer: p.Key(), Reason: "alias: " + err.Error()})
+				continue
+			}
+			valid = append(valid, a)
+		}
+		var ips []netip.Addr
+		for _, s := range p.IPs {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				plan.Rejected = append(plan.Rejected, Rejected{Peer: p.Key(), Reason: fmt.Sprintf("invalid address %q", s)})
+				continue
+			}
+			if family.keep(a) {
+				ips = append(ips, a.Unmap())
+			}
+		}
+		if len(ips) == 0 {
+			continue // no address of the family yet: pending if expected
+		}
+		c := candidate{p: p, aliases: valid, ips: ips}
+		if old, ok := byName[name]; ok {
+			winner, loser := old, c
+			if better(c.p, old.p) {
+				winner, loser = c, old
+			}
+			byName[name] = winner
+			plan.Shadowed = append(plan.Shadowed, Rejected{Peer: loser.p.Key(), Reason: fmt.Sprintf("name %q taken by %s", name, winner.p.Key())})
+			continue
+		}
+		byName[name] = c
+	}
+	for name, c := range byName {
+		for _, ip := range c.ips {
+			plan.Entries = append(plan.Entries, Entry{IP: ip.String(), Name: name, Aliases: c.aliases})
+		}
+	}
+	slices.SortFunc(plan.Entries, func(a, b Entry) int {
+		return cmp.Or(naturalCompare(a.Name, b.Name), compareIP(a.IP, b.IP))
+	})
+	for _, e := range expected {
+		if _, ok := byName[e]; !ok {
+			plan.Pending = append(plan.Pending, e)
+		}
+	}
+	slices.SortFunc(plan.Pending, naturalCompare)
+	plan.Pending = slices.Compact(plan.Pending)
+	slices.SortFunc(plan.Shadowed, func(a, b Rejected) int { return strings.Compare(a.Peer, b.Peer) })
+	return plan
+}
+
+// better reports whether p should own a name rather than q.
+func better(p, q peer.Peer) bool {
+	if p.Terminating != q.Terminating {
+		return !p.Terminating
+	}
+	if p.Ready != q.Ready {
+		return p.Ready
+	}
+	return p.Key() < q.Key()
+}
+
+func compareIP(a, b string) int {
+	x, _ := netip.ParseAddr(a)
+	y, _ := netip.ParseAddr(b)
+	return x.Compare(y) // IPv4 sorts before IPv6
+}
+
+// Markers returns the first and last line of the managed block for id.
+func Markers(id string) (begin, end string) {
+	suffix := ""
+	if id != "" {
+		suffix = " " + id
+	}
+	return "# BEGIN flock peer-finder" + suffix, "# END flock peer-finder" + suffix
+}
+
+// Block returns the managed block for plan, markers included, each line
+// ending in "\n". Entries are "IP<TAB>name[ alias...]"; pending names are
+// listed as comments.
+func Block(id string, plan Plan) []byte {
+	begin, end := Markers(id)
+	var b bytes.Buffer
+	b.WriteString(begin + "\n")
+	for _, e := range plan.Entries {
+		b.WriteString(e.IP + "\t" + e.Name)
+		for _, a := range e.Aliases {
+			b.WriteString(" " + a)
+		}
+		b.WriteByte('\n')
+	}
+	for _, name := range plan.Pending {
+		b.WriteString("# no address yet: " + name + "\n")
+	}
+	b.WriteString(end + "\n")
+	return b.Bytes()
+}
+
+// Render returns current with the managed block for id replaced by block;
+// every byte outside the block is kept. When current has no block, the block
+// is appended (after a newline if current does not end with one). Further
+// blocks with the same id are removed. A begin marker without an end marker
+// is an error: the file was edited by hand and guessing where our lines end
+// could delete the user's.
+func Render(current []byte, id string, block []byte) ([]byte, error) {
+	begin, end := Markers(id)
+	type span struct{ from, to int } // byte offsets, [from, to)
+	var blocks []span
+	open := -1
+	for off := 0; off < len(current); {
+		next := bytes.IndexByte(current[off:], '\n')
+		lineEnd := len(current)
+		if next >= 0 {
+			lineEnd = off + next + 1
+		}
+		line := strings.TrimRight(string(current[off:lineEnd]), " \t\r\n")
+		switch {
+		case open < 0 && line == begin:
+			open = off
+		case open >= 0 && line == end:
+			blocks = append(blocks, span{open, lineEnd})
+			open = -1
+		case open >= 0 && line == begin:
+			return nil, fmt.Errorf("marker %q repeated before %q", begin, end)
+		}
+		off = lineEnd
+	}
+	if open >= 0 {
+		return nil, fmt.Errorf("marker %q without %q", begin, end)
+	}
+	var out bytes.Buffer
+	if len(blocks) == 0 {
+		out.Write(current)
+		if len(current) > 0 && current[len(current)-1] != '\n' {
+			out.WriteByte('\n')
+		}
+		out.Write(block)
+		return out.Bytes(), nil
+	}
+	prev := 0
+	for i, s := range blocks {
+		out.Write(current[prev:s.from])
+		if i == 0 {
+			out.Write(block)
+		}
+		prev = s.to
+	}
+	out.Write(current[prev:])
+	return out.Bytes(), nil
+}

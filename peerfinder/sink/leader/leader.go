@@ -1,0 +1,256 @@
+// Package leader wraps a sink so that only the holder of a Kubernetes Lease
+// applies it: "many pods, one writer" for a file on a shared volume (the
+// octopus seed's NFS hosts file).
+//
+// Every pod runs the same wrapped sink and receives every delivery. The
+// wrapper remembers the newest delivery; while this pod holds the Lease
+// (client-go leader election on a coordination.k8s.io Lease) it applies
+// deliveries to the inner sink as they come, and when it becomes the leader
+// it first applies the newest one it has, retrying with backoff until that
+// succeeds or leadership is lost. While another pod leads, Apply only
+// records the delivery and succeeds.
+//
+// Leader election bounds, but cannot rule out, a short overlap when a leader
+// is partitioned from the API server: it stops writing once it failed to
+// renew for RenewDeadline, while others take over only after LeaseDuration.
+// Inner sinks must therefore write whole files atomically (the file sinks
+// do), so that any overlap produces complete files, each from one writer,
+// and the newest writer's view wins once the old one has stepped down.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+// Config configures a Sink. Inner, Client, Namespace and Name are required.
+type Config struct {
+	// Inner is the sink applied only while leading.
+	Inner sink.Sink
+	// Client reaches the API server (coordination.k8s.io Leases: get,
+	// create, update in Namespace).
+	Client kubernetes.Interface
+	// Namespace and Name identify the Lease.
+	Namespace, Name string
+	// Follow, when set, is applied instead of Inner while this candidate
+	// does not lead, and its error is Apply's: e.g. a check that the file
+	// the leader writes is complete, so that an init-mode follower waits
+	// for the leader's write as the leader waits for the addresses. Nil:
+	// Apply succeeds while following.
+	Follow sink.Sink
+	// Identity names this candidate in the Lease; hostname plus a random
+	// suffix when empty.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader
+	// election timings; 15s, 10s and 2s when zero (client-go's defaults for
+	// controllers).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Logger receives leadership changes; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Sink applies Inner only while holding the Lease. It implements sink.Sink;
+// Run must be running for it ever to lead.
+type Sink struct {
+	cfg Config
+	log *slog.Logger
+
+	applyMu sync.Mutex // serialises Inner.Apply
+
+	mu      sync.Mutex
+	latest  *sink.Delivery
+	dirty   bool            // latest not yet applied by Inner while leading
+	leading context.Context // non-nil while leading; done when leadership ends
+	kick    chan struct{}
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New validates cfg and returns a Sink.
+func New(cfg Config) (*Sink, error) {
+	switch {
+	case cfg.Inner == nil:
+		return nil, errors.New("leader: no inner sink")
+	case cfg.Client == nil:
+		return nil, errors.New("leader: no Kubernetes client")
+	case cfg.Namespace == "" || cfg.Name == "":
+		return nil, errors.New("leader: Lease namespace and name are required")
+	}
+	if cfg.Identity == "" {
+		host, _ := os.Hostname()
+		cfg.Identity = host + "_" + uuid.NewString()
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 15 * time.Second
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = 10 * time.Second
+	}
+	if cfg.RetryPeriod == 0 {
+		cfg.RetryPeriod = 2 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sink{
+		cfg:  cfg,
+		log:  log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity),
+		kick: make(chan struct{}, 1),
+	}, nil
+}
+
+// Identity returns the candidate identity written into the Lease.
+func (s *Sink) Identity() string { return s.cfg.Identity }
+
+// Leading reports whether this candidate currently holds the Lease.
+func (s *Sink) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading != nil && s.leading.Err() == nil
+}
+
+// HoldsBack forwards Inner's sink.Gate decision (holding back when Inner
+// does not implement it).
+func (s *Sink) HoldsBack() bool {
+	if g, ok := s.cfg.Inner.(sink.Gate); ok {
+		return g.HoldsBack()
+	}
+	return true
+}
+
+// Apply records d as the newest delivery and, while leading, applies it to
+// Inner (returning Inner's error). While not leading it returns Follow's
+// result, nil without Follow.
+func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	s.latest, s.dirty = &d, true
+	lead := s.leading
+	s.mu.Unlock()
+	if lead == nil || lead.Err() != nil {
+		if s.cfg.Follow != nil {
+			if err := s.cfg.Follow.Apply(ctx, d); err != nil {
+				return fmt.Errorf("leader %s (following): %w", s.cfg.Identity, err)
+			}
+		}
+		return nil
+	}
+	return s.applyLocked(ctx, d)
+}
+
+// applyLocked applies d to Inner; applyMu must be held.
+func (s *Sink) applyLocked(ctx context.Context, d sink.Delivery) error {
+	if err := s.cfg.Inner.Apply(ctx, d); err != nil {
+		return fmt.Errorf("leader %s: %w", s.cfg.Identity, err)
+	}
+	s.mu.Lock()
+	if s.latest != nil && s.latest.Generation == d.Generation {
+		s.dirty = false
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Run campaigns for the Lease until ctx is done, campaigning again whenever
+// leadership is lost, and releases the Lease on return. It returns nil on
+// cancellation or an error for an invalid configuration.
+func (s *Sink) Run(ctx context.Context) error {
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, s.cfg.Namespace, s.cfg.Name,
+		s.cfg.Client.CoreV1(), s.cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: s.cfg.Identity})
+	if err != nil {
+		return fmt.Errorf("leader: %w", err)
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   s.cfg.LeaseDuration,
+		RenewDeadline:   s.cfg.RenewDeadline,
+		RetryPeriod:     s.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            s.cfg.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				s.mu.Lock()
+				s.leading = lctx
+				s.mu.Unlock()
+				s.log.Info("leader: started leading")
+				s.poke()
+			},
+			OnStoppedLeading: func() {
+				s.mu.Lock()
+				was := s.leading != nil
+				s.leading = nil
+				s.mu.Unlock()
+				if was {
+					s.log.Info("leader: stopped leading")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.catchUp(ctx) })
+	for ctx.Err() == nil {
+		le.Run(ctx) // returns when ctx is done or leadership was lost
+	}
+	wg.Wait()
+	return nil
+}
+
+func (s *Sink) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// catchUp applies the newest delivery whenever this candidate has become the
+// leader and Inner has not applied it yet, retrying with backoff.
+func (s *Sink) catchUp(ctx context.Context) {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
+	backoff := minBackoff
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-retry:
+		}
+		retry = nil
+		s.applyMu.Lock()
+		s.mu.Lock()
+		lead, d, dirty := s.leading, s.latest, s.dirty
+		s.mu.Unlock()
+		if lead == nil || lead.Err() != nil || d == nil || !dirty {
+			s.applyMu.Unlock()
+			backoff = minBackoff
+			continue
+		}
+		err := s.applyLocked(lead, *d)
+		s.applyMu.Unlock()
+		if err == nil {
+			s.log.Info("leader: newest set applied on taking over", "generation", d.Generation)
+			backoff = minBackoff
+			continue
+		}
+		s.log.Warn("leader: apply on taking over failed", "err", err, "retry_in", backoff)
+		retry = time.After(backoff)
+		backoff = min(2*backoff, maxBackoff)
+	}
+}

@@ -1,0 +1,181 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// klog's flush daemon, started by client-go's import of klog.
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+	)
+}
+
+// recorder is an inner sink that records the generations it applied and can
+// be told to fail.
+type recorder struct {
+	mu    sync.Mutex
+	gens  []uint64
+	fails int // fail this many more Applies
+}
+
+func (r *recorder) Apply(_ context.Context, d sink.Delivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fails > 0 {
+		r.fails--
+		return errors.New("injected failure")
+	}
+	r.gens = append(r.gens, d.Generation)
+	return nil
+}
+
+func (r *recorder) applied() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]uint64(nil), r.gens...)
+}
+
+func newSink(t *testing.T, client kubernetes.Interface, id string, inner sink.Sink) *Sink {
+	t.Helper()
+	s, err := New(Config{
+		Inner: inner, Client: client, Namespace: "ns", Name: "hosts-writer", Identity: id,
+		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func run(t *testing.T, s *Sink) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	return func() { cancel(); await.Done(t, done, "the campaign to end after cancel") }
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func delivery(gen uint64) sink.Delivery {
+	return sink.Delivery{Set: peer.NewSet(peer.Peer{FQDN: "a.svc", IPs: []string{"10.0.0.1"}}), Self: "a.svc", Generation: gen}
+}
+
+func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
+	client := fake.NewClientset()
+	ra, rb := &recorder{}, &recorder{}
+	a, b := newSink(t, client, "a", ra), newSink(t, client, "b", rb)
+	ctx := context.Background()
+
+	stopA := run(t, a)
+	eventually(t, "a leading", a.Leading)
+	stopB := run(t, b)
+	defer stopB()
+
+	for gen := uint64(1); gen <= 3; gen++ {
+		for _, s := range []*Sink{a, b} {
+			if err := s.Apply(ctx, delivery(gen)); err != nil {
+				t.Fatalf("%s Apply(%d): %v", s.Identity(), gen, err)
+			}
+		}
+	}
+	if got := ra.applied(); len(got) != 3 {
+		t.Errorf("leader applied %v, want generations 1..3", got)
+	}
+	if got := rb.applied(); len(got) != 0 || b.Leading() {
+		t.Fatalf("follower applied %v (leading %v), want nothing", got, b.Leading())
+	}
+
+	// b fails once when taking over: retried, then the newest set lands.
+	rb.mu.Lock()
+	rb.fails = 1
+	rb.mu.Unlock()
+	stopA() // releases the Lease
+	eventually(t, "b to take over and apply the newest set", func() bool { return len(rb.applied()) == 1 })
+	if got := rb.applied(); got[0] != 3 {
+		t.Errorf("b applied %v on taking over, want [3]", got)
+	}
+	if a.Leading() {
+		t.Error("a still leading after it stopped")
+	}
+	if err := b.Apply(ctx, delivery(4)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rb.applied(); len(got) != 2 || got[1] != 4 {
+		t.Errorf("b applied %v, want [3 4]", got)
+	}
+	time.Sleep(300 * time.Millisecond) // no duplicate catch-up of an applied set
+	if got := rb.applied(); len(got) != 2 {
+		t.Errorf("b applied %v, want [3 4]", got)
+	}
+}
+
+// TestFollowGatesFollowers: while another candidate leads, Apply returns
+// Follow's result and never touches Inner.
+func TestFollowGatesFollowers(t *testing.T) {
+	client := fake.NewClientset()
+	a := newSink(t, client, "a", &recorder{})
+	stopA := run(t, a)
+	defer stopA()
+	eventually(t, "a leading", a.Leading)
+
+	inner, follow := &recorder{}, &recorder{fails: 1}
+	b, err := New(Config{Inner: inner, Follow: follow, Client: client, Namespace: "ns", Name: "hosts-writer", Identity: "b",
+		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopB := run(t, b)
+	defer stopB()
+	ctx := context.Background()
+	if err := b.Apply(ctx, delivery(1)); err == nil {
+		t.Fatal("following Apply succeeded although Follow failed")
+	}
+	if err := b.Apply(ctx, delivery(2)); err != nil {
+		t.Fatalf("following Apply: %v", err)
+	}
+	if got := follow.applied(); len(got) != 1 || got[0] != 2 {
+		t.Errorf("Follow applied %v, want [2]", got)
+	}
+	if got := inner.applied(); len(got) != 0 {
+		t.Errorf("Inner applied %v while following", got)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	client := fake.NewClientset()
+	for name, cfg := range map[string]Config{
+		"no inner":  {Client: client, Namespace: "ns", Name: "x"},
+		"no client": {Inner: &recorder{}, Namespace: "ns", Name: "x"},
+		"no name":   {Inner: &recorder{}, Client: client, Namespace: "ns"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+	s, err := New(Config{Inner: &recorder{}, Client: client, Namespace: "ns", Name: "x"})
+	if err != nil || s.Identity() == "" {
+		t.Errorf("New with defaults = %v, identity %q", err, s.Identity())
+	}
+}

@@ -1,0 +1,47 @@
+// Package sink defines how peers reach the application. Each subpackage
+// implements Sink for one output (hook scripts, hosts file, JSON file, exec).
+package sink
+
+import (
+	"context"
+
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+// Delivery is what a sink receives: the whole current set and its context.
+type Delivery struct {
+	// Set is the complete, gated peer set. It is never empty and always
+	// contains Self.
+	Set peer.Set
+	// Self is the key (FQDN) of this member.
+	Self string
+	// Generation counts the distinct sets published by the engine, from 1.
+	Generation uint64
+	// First is true until this sink has applied a delivery successfully.
+	First bool
+	// Added and Removed are the keys changed since this sink's last
+	// successful Apply (all keys are Added on the first delivery).
+	Added, Removed []string
+	// Bootstrap is "form" or "join" when a bootstrap role is known, else "".
+	Bootstrap string
+}
+
+// Sink applies a peer set to the outside world.
+//
+// The engine calls Apply with the whole current set, never concurrently,
+// only when the set changed since the sink's last successful Apply. Apply
+// must be idempotent. On error the engine retries with backoff, always with
+// the newest set (which may differ from the one that failed). Apply should
+// return promptly when ctx is done.
+type Sink interface {
+	Apply(ctx context.Context, d Delivery) error
+}
+
+// Gate is an optional capability of a Sink: HoldsBack reports whether a
+// failure of the sink holds back the sinks after it (they wait until it
+// succeeds). A sink that does not implement Gate holds them back, since what
+// it does may be their input (files a hook reads, an on-start hook before
+// the command). Either way the failing sink is retried with the newest set.
+type Gate interface {
+	HoldsBack() bool
+}

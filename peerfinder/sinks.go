@@ -1,0 +1,100 @@
+package peerfinder
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flockd/flock/peerfinder/config"
+	"github.com/flockd/flock/peerfinder/engine"
+	execsink "github.com/flockd/flock/peerfinder/sink/exec"
+	"github.com/flockd/flock/peerfinder/sink/hook"
+	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+	"github.com/flockd/flock/peerfinder/sink/jsonfile"
+	"github.com/flockd/flock/peerfinder/sink/leader"
+)
+
+// buildSinks creates the sinks in delivery order: files first, then hooks,
+// then the exec'd main process, so each sees what the ones before it wrote.
+func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, error) {
+	var sinks []engine.NamedSink
+	s := cfg.Sinks
+	if s.HostsFile != "" {
+		hf, err := hostsfile.New(hostsfile.Options{
+			Path: s.HostsFile, ID: s.HostsID, NameTemplate: s.NameTemplate, AliasTemplates: s.AliasTemplates,
+			IndexLabel: s.IndexLabel, Family: s.IPFamily, Expected: s.Expected, WriteMode: s.WriteMode,
+			WaitForAll: s.WaitForAll, Logger: log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "hosts-file", Err: err}
+		}
+		var sk engine.NamedSink = engine.NamedSink{Name: "hosts-file", Sink: hf}
+		if s.HostsLease != "" {
+			client, err := kc.Get()
+			if err != nil {
+				return nil, err
+			}
+			ls, err := leader.New(leader.Config{
+				// Follow: with -wait-for-all, a non-writer waits for the
+				// writer's file to be complete, not just for the addresses.
+				Inner: hf, Follow: hf.Follower(), Client: client, Namespace: cfg.Namespace, Name: s.HostsLease,
+				// Unique per process: a pod re-created under the same name
+				// (a StatefulSet member) while its predecessor still
+				// terminates must not share the predecessor's identity, or
+				// both would believe they hold the Lease.
+				Identity: cfg.Bootstrap.PodName + "_" + uuid.NewString(), Logger: log.With("sink", "hosts-file"),
+			})
+			if err != nil {
+				return nil, &config.UsageError{Flag: "hosts-lease", Err: err}
+			}
+			sk.Sink = ls
+		}
+		sinks = append(sinks, sk)
+	}
+	if s.JSONFile != "" {
+		jf, err := jsonfile.New(jsonfile.Options{Path: s.JSONFile, Logger: log})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "json-file", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
+	}
+	// A hook or command that can never run is a usage error now, not a
+	// retry forever.
+	for _, c := range []struct {
+		flag string
+		argv []string
+	}{{"on-start", cfg.OnStart}, {"on-change", cfg.OnChange}, {"--", s.Exec}} {
+		if c.argv == nil {
+			continue
+		}
+		if err := hook.Runnable(c.argv); err != nil {
+			return nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
+		}
+	}
+	if cfg.OnStart != nil || cfg.OnChange != nil {
+		hk, err := hook.New(hook.Config{
+			OnStart:         cfg.OnStart,
+			OnChange:        cfg.OnChange,
+			Timeout:         cfg.HookTimeout,
+			Format:          cfg.Format,
+			TrailingNewline: cfg.TrailingNewline,
+			Logger:          log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "on-start", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "hook", Sink: hk})
+	}
+	if s.Exec != nil {
+		ex, err := execsink.New(execsink.Config{
+			Argv: s.Exec, ReloadSignal: s.ReloadSignal, KillTimeout: s.KillTimeout, Reap: true, Logger: log,
+		})
+		if err != nil {
+			return nil, &config.UsageError{Flag: "--", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
+	}
+	return sinks, nil
+}

@@ -1,0 +1,240 @@
+package pods
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var opts = Options{Service: "web", Namespace: "db", Domain: "cluster.local"}
+
+type podOpt func(*corev1.Pod)
+
+func pod(name string, ip string, o ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "db", UID: types.UID("uid-" + name),
+			Labels:            map[string]string{"app": "web"},
+			CreationTimestamp: metav1.NewTime(time.Unix(1000, 0)),
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+		Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{
+			Name: "c", Ports: []corev1.ContainerPort{{Name: "peer", ContainerPort: 2888, Protocol: corev1.ProtocolTCP}},
+		}}},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	if ip != "" {
+		p.Status.PodIP = ip
+		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	}
+	for _, f := range o {
+		f(p)
+	}
+	return p
+}
+
+func notReady(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }
+func sts(sub string, index string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Hostname, p.Spec.Subdomain = p.Name, sub
+		p.Labels[LabelPodIndex] = index
+	}
+}
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+func deleting(p *corev1.Pod)          { now := metav1.Now(); p.DeletionTimestamp = &now }
+func uid(u string) podOpt             { return func(p *corev1.Pod) { p.UID = types.UID(u) } }
+func created(sec int64) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(time.Unix(sec, 0)) }
+}
+
+func slims(t *testing.T, ps ...*corev1.Pod) []*Pod {
+	t.Helper()
+	var out []*Pod
+	for _, p := range ps {
+		o, err := Slim(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := Slim(o); again != o {
+			t.Fatal("Slim is not idempotent")
+		}
+		out = append(out, o.(*Pod))
+	}
+	return out
+}
+
+func keys(ps []peer.Peer) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, p.FQDN+"="+p.UID)
+	}
+	return out
+}
+
+func TestPeers(t *testing.T) {
+	tests := []struct {
+		name     string
+		pods     []*corev1.Pod
+		notReady bool
+		want     []string
+	}{
+		{"none", nil, false, []string{}},
+		{"running ready", []*corev1.Pod{pod("a-1", "10.0.0.1")}, false, []string{"a-1.web.db.svc.cluster.local=uid-a-1"}},
+		{"not ready excluded", []*corev1.Pod{pod("a-1", "10.0.0.1", notReady)}, false, []string{}},
+		{"not ready included", []*corev1.Pod{pod("a-1", "10.0.0.1", notReady)}, true, []string{"a-1.web.db.svc.cluster.local=uid-a-1"}},
+		{"failed, succeeded skipped", []*corev1.Pod{
+			pod("b", "10.0.0.2", phase(corev1.PodFailed)),
+			pod("c", "10.0.0.3", phase(corev1.PodSucceeded))}, true, []string{}},
+		// A pod running its init containers is Pending with an IP: an
+		// init-mode peer-finder of a batch job waits for exactly these.
+		{"pending with IP included with not-ready", []*corev1.Pod{
+			pod("a", "10.0.0.1", phase(corev1.PodPending), notReady), pod("b", "", phase(corev1.PodPending), notReady)}, true,
+			[]string{"a.web.db.svc.cluster.local=uid-a"}},
+		{"pending excluded without not-ready", []*corev1.Pod{pod("a", "10.0.0.1", phase(corev1.PodPending), notReady)}, false, []string{}},
+		{"terminating skipped", []*corev1.Pod{pod("a", "10.0.0.1", deleting)}, true, []string{}},
+		{"no IP skipped", []*corev1.Pod{pod("a", "")}, true, []string{}},
+		{"hostname and subdomain name the pod", []*corev1.Pod{pod("zk-0", "10.0.0.1", sts("zk-hs", "0"))}, false,
+			[]string{"zk-0.zk-hs.db.svc.cluster.local=uid-zk-0"}},
+		{"reused IP never aliases", []*corev1.Pod{
+			pod("old", "10.0.0.1", phase(corev1.PodFailed)), pod("new", "10.0.0.1")}, false,
+			[]string{"new.web.db.svc.cluster.local=uid-new"}},
+		{"same name: ready wins", []*corev1.Pod{
+			pod("x", "10.0.0.1", uid("u1"), notReady, created(2000)), pod("x", "10.0.0.2", uid("u2"))}, true,
+			[]string{"x.web.db.svc.cluster.local=u2"}},
+		{"same name: newer wins", []*corev1.Pod{
+			pod("x", "10.0.0.2", uid("u2"), created(2000)), pod("x", "10.0.0.1", uid("u1"))}, false,
+			[]string{"x.web.db.svc.cluster.local=u2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			o.IncludeNotReady = tt.notReady
+			if got := keys(Peers(slims(t, tt.pods...), o)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPeerOfFields(t *testing.T) {
+	p := pod("zk-2", "10.0.0.3", sts("zk", "2"))
+	p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::3"})
+	p.Labels[LabelZone] = "zone-b"
+	got, ok := PeerOf(slims(t, p)[0], opts)
+	want := peer.Peer{
+		FQDN: "zk-2.zk.db.svc.cluster.local", Name: "zk-2", IPs: []string{"10.0.0.3", "fd00::3"},
+		Ready: true, Serving: true, Pod: "zk-2", UID: "uid-zk-2", Node: "node-0", Zone: "zone-b", Ordinal: 2,
+		Ports:  []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}},
+		Labels: map[string]string{"app": "web", LabelPodIndex: "2", LabelZone: "zone-b"},
+	}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, %v\nwant %+v", got, ok, want)
+	}
+	job := pod("train-worker-3-abcde", "10.0.0.4")
+	job.Labels[LabelCompletionIndex] = "3"
+	if got, _ := PeerOf(slims(t, job)[0], opts); got.Ordinal != 3 {
+		t.Errorf("job completion index: ordinal %d, want 3", got.Ordinal)
+	}
+}
+
+func TestSelectorFromLabels(t *testing.T) {
+	l := map[string]string{"app": "zk", "role": "server"}
+	if got, err := SelectorFromLabels("zk-0", l, []string{"app", "role"}); err != nil || got != "app=zk,role=server" {
+		t.Errorf("got %q, %v", got, err)
+	}
+	if _, err := SelectorFromLabels("zk-0", l, []string{"tier"}); err == nil {
+		t.Error("missing label: no error")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	c := fake.NewClientset()
+	base := Config{Client: c, Options: opts}
+	for name, cfg := range map[string]Config{
+		"no selector":       base,
+		"both":              {Client: c, Options: opts, Selector: "app=x", SelectorFromSelf: []string{"app"}, SelfPod: "p"},
+		"bad selector":      {Client: c, Options: opts, Selector: "app in ("},
+		"from self w/o pod": {Client: c, Options: opts, SelectorFromSelf: []string{"app"}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestRunSelectorFromSelf(t *testing.T) {
+	client := fake.NewClientset(
+		pod("web-0", "10.0.0.1"),
+		pod("other-0", "10.0.0.9", func(p *corev1.Pod) { p.Labels["app"] = "other" }),
+	)
+	src, err := New(Config{Client: client, Options: opts, SelectorFromSelf: []string{"app"}, SelfPod: "web-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	up := make(chan []peer.Peer)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, up) }()
+	defer func() {
+		cancel()
+		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	expect := func(want ...string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ps := <-up:
+				if got := keys(ps); reflect.DeepEqual(got, want) {
+					return
+				} else {
+					t.Logf("snapshot %v, waiting for %v", got, want)
+				}
+			case <-deadline:
+				t.Fatalf("no snapshot %v", want)
+			}
+		}
+	}
+	expect("web-0.web.db.svc.cluster.local=uid-web-0")
+	if _, err := client.CoreV1().Pods("db").Create(ctx, pod("web-1", "10.0.0.2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("web-0.web.db.svc.cluster.local=uid-web-0", "web-1.web.db.svc.cluster.local=uid-web-1")
+	// Re-created with a new UID and IP.
+	if err := client.CoreV1().Pods("db").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("web-0.web.db.svc.cluster.local=uid-web-0")
+	if _, err := client.CoreV1().Pods("db").Create(ctx, pod("web-1", "10.0.0.7", uid("uid-web-1b")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("web-0.web.db.svc.cluster.local=uid-web-0", "web-1.web.db.svc.cluster.local=uid-web-1b")
+}
+
+func TestRunOwnPodWithoutLabelIsAnError(t *testing.T) {
+	client := fake.NewClientset(pod("web-0", "10.0.0.1"))
+	src, err := New(Config{Client: client, Options: opts, SelectorFromSelf: []string{"role"}, SelfPod: "web-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Run(t.Context(), make(chan []peer.Peer)); err == nil {
+		t.Error("Run: no error for an own pod without the label")
+	}
+}

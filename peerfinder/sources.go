@@ -1,0 +1,98 @@
+package peerfinder
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/peerfinder/config"
+	"github.com/flockd/flock/peerfinder/engine"
+	dnssource "github.com/flockd/flock/peerfinder/source/dns"
+	"github.com/flockd/flock/peerfinder/source/endpointslice"
+	"github.com/flockd/flock/peerfinder/source/pods"
+)
+
+// routeKlog sends client-go's klog output into the process's slog logger at
+// debug level, once per process (klog's logger is global).
+var routeKlog sync.Once
+
+// buildSources creates the sources the command line asks for, in the order
+// of -source. The engine publishes the union by FQDN of their latest
+// snapshots once every one of them has reported.
+func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) ([]engine.NamedSource, error) {
+	if cfg.Kube.UsesAPI() || cfg.Bootstrap.NeedsAPI() {
+		routeKlog.Do(func() { kube.RouteKlog(log) })
+	}
+	var out []engine.NamedSource
+	var kubeMetrics *kube.Metrics // shared by the API sources, registered once
+	apiMetrics := func() *kube.Metrics {
+		if kubeMetrics == nil {
+			kubeMetrics = kube.NewMetrics(reg)
+		}
+		return kubeMetrics
+	}
+	for _, name := range cfg.Kube.Sources {
+		l := log.With("source", name)
+		switch name {
+		case config.SourceDNS:
+			src, err := dnssource.New(dnssource.Config{
+				Name:     cfg.ServiceFQDN(),
+				Servers:  cfg.DNSServers,
+				Period:   cfg.PollPeriod,
+				Timeout:  cfg.DNSTimeout,
+				Attempts: cfg.DNSAttempts,
+				Logger:   l,
+				Metrics:  dnssource.NewMetrics(reg),
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		case config.SourceEndpointSlice:
+			client, err := kc.Get()
+			if err != nil {
+				return nil, err
+			}
+			src, err := endpointslice.New(endpointslice.Config{
+				Client: client,
+				Options: endpointslice.Options{
+					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
+					IncludeNotReady: cfg.Kube.IncludeNotReady,
+				},
+				Logger:  l,
+				Metrics: apiMetrics(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		case config.SourcePods:
+			client, err := kc.Get()
+			if err != nil {
+				return nil, err
+			}
+			src, err := pods.New(pods.Config{
+				Client: client,
+				Options: pods.Options{
+					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
+					IncludeNotReady: cfg.Kube.IncludeNotReady,
+				},
+				Selector:         cfg.Kube.Selector,
+				SelectorFromSelf: cfg.Kube.SelectorFromSelf,
+				SelfPod:          cfg.Bootstrap.PodName,
+				Logger:           l,
+				Metrics:          apiMetrics(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		default:
+			return nil, fmt.Errorf("unknown source %q", name)
+		}
+	}
+	return out, nil
+}
