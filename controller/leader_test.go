@@ -264,13 +264,25 @@ func TestLeadershipCheckedBeforeDestructiveSteps(t *testing.T) {
 		Leader: controller.LeaderCheck(e.c.Client.CoordinationV1(), e.ns, leaseName, "me", time.Now)}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: "ld"}}
 	claimKey := types.NamespacedName{Namespace: e.ns, Name: controller.ClaimName(f, "data", 1)}
+	// Intact means the same claim and pod (by UID) with no deletion under
+	// way: the StatefulSet controller re-creates a deleted pod and claim
+	// under the same names within milliseconds.
+	var claim0 corev1.PersistentVolumeClaim
+	if err := e.cl.Get(ctx, claimKey, &claim0); err != nil {
+		t.Fatal(err)
+	}
+	pod0, err := e.pod("ld-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	intact := func() bool {
 		var pvc corev1.PersistentVolumeClaim
 		err := e.cl.Get(ctx, claimKey, &pvc)
 		p, perr := e.pod("ld-1")
-		return err == nil && pvc.DeletionTimestamp == nil && perr == nil && p.DeletionTimestamp == nil
+		return err == nil && pvc.UID == claim0.UID && pvc.DeletionTimestamp == nil &&
+			perr == nil && p.UID == pod0.UID && p.DeletionTimestamp == nil
 	}
-	_, err := r.Reconcile(ctx, req)
+	_, err = r.Reconcile(ctx, req)
 	if !intact() {
 		t.Fatalf("claim or pod of member 1 deleted by a reconciler that does not hold the Lease (reconcile error: %v)", err)
 	}
