@@ -402,7 +402,7 @@ func TestRunFailureKeepsLastAndBacksOff(t *testing.T) {
 		t.Errorf("recovery sent %v, paused %v; want nothing and the period", fqdns(sent), pause)
 	}
 	h.step()
-	if got := h.logs.messages(slog.LevelInfo); !slices.Equal(got, []string{"dns lookup recovered"}) {
+	if got := h.logs.messages(slog.LevelInfo); !slices.Equal(got, []string{"lookup recovered"}) {
 		t.Errorf("info records %q, want one recovery", got)
 	}
 }
@@ -545,20 +545,22 @@ func TestPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for failures, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second} {
+	b := src.backoff()
+	for level, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 4: 10 * time.Second, 100: 10 * time.Second} {
 		for range 100 {
-			got := src.pause(failures)
-			lo := want
-			if failures > 0 {
-				lo = want / 2 // jitter
-			}
-			if got < lo || got > want {
-				t.Fatalf("pause(%d) = %v, want in [%v, %v]", failures, got, lo, want)
+			if got := b.Delay(level); got < want/2 || got > want {
+				t.Fatalf("pause at backoff level %d = %v, want in [%v, %v]", level, got, want/2, want)
 			}
 		}
 	}
-	if got := src.pause(100); got > 10*time.Second || got < 5*time.Second {
-		t.Errorf("pause(100) = %v", got)
+	// A MaxBackoff below 2×Period caps the first pause too.
+	src, err = New(Config{Name: svc, Servers: []string{"127.0.0.1:53"}, Period: time.Second, MaxBackoff: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.jitter = func(d time.Duration) time.Duration { return d }
+	if got := src.backoff().Delay(1); got != time.Second {
+		t.Errorf("pause at level 1 with MaxBackoff = Period: %v, want %v", got, time.Second)
 	}
 }
 

@@ -14,11 +14,11 @@ func TestPauseJitterVaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const d = 4 * time.Second // pause(2): Period·2²
+	const d = 4 * time.Second // level 2: Period·2²
 	seen := map[time.Duration]bool{}
 	lo, hi := d, time.Duration(0)
 	for range 200 {
-		p := src.pause(2)
+		p := src.backoff().Delay(2)
 		seen[p] = true
 		lo, hi = min(lo, p), max(hi, p)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/peerfinder/source"
 )
 
 // Only the service's own members, with valid RFC 1123 names, come out of an
@@ -123,8 +124,8 @@ func TestRunFlappingBacksOffAndLogsBounded(t *testing.T) {
 		t.Errorf("backoff under flapping stays at %v (pauses after failures %v), want it to grow", last, failPauses)
 	}
 	records := len(h.logs.messages(slog.LevelWarn)) + len(h.logs.messages(slog.LevelInfo))
-	if limit := int(virtual/logGap) + 2; records > limit {
-		t.Errorf("%d failing/recovered records in %v of flapping, want at most %d (one per %v)", records, virtual, limit, logGap)
+	if limit := int(virtual/source.LogGap) + 2; records > limit {
+		t.Errorf("%d failing/recovered records in %v of flapping, want at most %d (one per %v)", records, virtual, limit, source.LogGap)
 	}
 	if records < 2 {
 		t.Errorf("%d records, want the flapping to show", records)

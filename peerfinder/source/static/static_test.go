@@ -1,0 +1,92 @@
+package static
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func fqdns(ps []peer.Peer) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.FQDN
+	}
+	return out
+}
+
+func start(t *testing.T, s Source) chan []peer.Peer {
+	t.Helper()
+	up := make(chan []peer.Peer, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, up) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	return up
+}
+
+func TestFixedListSentOnce(t *testing.T) {
+	up := start(t, Source{Peers: Names("b.svc", "a.svc", "b.svc")})
+	got := await.Recv(t, up, "the fixed list")
+	if want := []string{"a.svc", "b.svc"}; !slices.Equal(fqdns(got), want) {
+		t.Errorf("sent %v, want %v (sorted, deduplicated)", fqdns(got), want)
+	}
+	select {
+	case again := <-up:
+		t.Errorf("a fixed list sent again: %v", fqdns(again))
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// A file is read again every Period and sent on change; a file that
+// cannot be read sends nothing, so the last set stands.
+func TestFileSentOnChangeAndKeptOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "peers")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# peers\nweb-0.svc\n\nweb-1.svc\n")
+	up := start(t, Source{File: path, Period: 5 * time.Millisecond})
+	if got := fqdns(await.Recv(t, up, "the file's peers")); !slices.Equal(got, []string{"web-0.svc", "web-1.svc"}) {
+		t.Fatalf("sent %v", got)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-up:
+		t.Fatalf("a missing file sent %v, want nothing (keep the last set)", fqdns(got))
+	case <-time.After(50 * time.Millisecond):
+	}
+	write("web-2.svc\n")
+	if got := fqdns(await.Recv(t, up, "the rewritten file's peers")); !slices.Equal(got, []string{"web-2.svc"}) {
+		t.Fatalf("sent %v, want [web-2.svc]", got)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	if _, err := (Source{File: filepath.Join(t.TempDir(), "absent")}).Lookup(context.Background()); err == nil {
+		t.Error("Lookup of a missing file: nil error")
+	}
+	ps, err := Source{Peers: Names("x.svc")}.Lookup(context.Background())
+	if err != nil || !slices.Equal(fqdns(ps), []string{"x.svc"}) {
+		t.Errorf("Lookup = %v, %v", fqdns(ps), err)
+	}
+}
