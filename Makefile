@@ -3,13 +3,19 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
+# The version this tree is (VERSION; see CHANGELOG.md), and the commit, stamped
+# into every binary (-version, flock_build_info) by internal/version.
+VERSION ?= $(shell cat $(CURDIR)/VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/flockd/flock/internal/version.version=$(VERSION) -X github.com/flockd/flock/internal/version.commit=$(COMMIT)
+
 .DEFAULT_GOAL := help
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## Build peer-finder (and other binaries) into ./bin.
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags='$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 test: cluster-build images verify ## Run all tests (unit, integration, real pods on the real node; race detector on) against the local cluster.
 	$(GO) vet ./...
@@ -50,17 +56,48 @@ demo-simulated: cluster-build ## The demo on simulated (kwok) pods, one peer-fin
 # (no base image, no registry; Debian packages cached in ~/.cache/flock/debs).
 IMAGE_ARCHES ?= amd64 arm64
 IMAGE_REPO ?= ghcr.io/flockd
-IMAGE_TAG ?= dev
+# Images are named $(IMAGE_REPO)/<name>:$(IMAGE_TAG), the version; make images
+# adds the alias :dev, the name the local cluster and the tests use.
+IMAGE_TAG ?= $(VERSION)
+IMAGE_ALIASES ?= dev
+IMAGE_OUT ?= $(BIN)/images
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 images: ## Build the peer-finder, flock-controller and pause images (linux/amd64+arm64) as OCI archives in bin/images.
 	@for arch in $(IMAGE_ARCHES); do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/$$arch/ \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(BIN)/$$arch/ \
 			./cmd/peer-finder ./cmd/flock-controller ./cmd/pause || exit 1; \
 	done
-	@$(GO) run ./hack/images -bin=$(BIN) -out=$(BIN)/images -repo=$(IMAGE_REPO) -tag=$(IMAGE_TAG) \
+	@$(GO) run ./hack/images -bin=$(BIN) -out=$(IMAGE_OUT) -repo=$(IMAGE_REPO) -tag=$(IMAGE_TAG) -aliases=$(IMAGE_ALIASES) \
 		-arches=$(shell echo $(IMAGE_ARCHES) | tr ' ' ,) -source-date-epoch=$(SOURCE_DATE_EPOCH) \
 		-revision=$(shell git rev-parse HEAD 2>/dev/null)
+
+# A release: static binaries of peer-finder and flock-controller for each
+# arch, the images (named by the version only, no :dev), SHA256SUMS over all
+# of them; then checked (checksums, the binaries' -version).
+DIST ?= $(CURDIR)/dist
+RELEASE_BINARIES := peer-finder flock-controller
+
+release: ## Build release $(VERSION) into dist/: binaries for linux/amd64 and linux/arm64, the image archives, SHA256SUMS; then check them.
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@$(MAKE) --no-print-directory images IMAGE_OUT=$(DIST) IMAGE_ALIASES=
+	@for arch in $(IMAGE_ARCHES); do for b in $(RELEASE_BINARIES); do \
+		cp $(BIN)/$$arch/$$b $(DIST)/$$b-$(VERSION)-linux-$$arch || exit 1; \
+	done; done
+	@for f in $(DIST)/*.tar; do n=$$(basename $$f .tar); mv $$f $(DIST)/$$n-$(VERSION)-image.oci.tar; done
+	@cd $(DIST) && sha256sum -- $$(ls | grep -v '^SHA256SUMS$$') > SHA256SUMS
+	@$(MAKE) --no-print-directory release-check
+
+release-check: ## Check dist/: every file listed in SHA256SUMS and matching, each binary of this machine's arch prints $(VERSION) and $(COMMIT).
+	@cd $(DIST) && test "$$(ls | grep -v '^SHA256SUMS$$' | sort)" = "$$(awk '{print $$2}' SHA256SUMS | sort)" \
+		|| { echo "SHA256SUMS does not list exactly the files of $(DIST)"; exit 1; }
+	@cd $(DIST) && sha256sum --quiet -c SHA256SUMS
+	@arch=$$($(GO) env GOARCH); for b in $(RELEASE_BINARIES); do \
+		out=$$($(DIST)/$$b-$(VERSION)-linux-$$arch -version) || exit 1; \
+		case "$$out" in "$$b $(VERSION) commit=$(COMMIT) go="*) echo "$$out";; \
+		*) echo "$$b -version: $$out; want $(VERSION) commit=$(COMMIT)"; exit 1;; esac; \
+	done
+	@echo "release $(VERSION): $$(wc -l < $(DIST)/SHA256SUMS) files in $(DIST), checksums ok"
 
 # Each fuzz target as package:Target; `make test` runs their seed corpora
 # (testdata/fuzz/...) as ordinary tests.
@@ -125,5 +162,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests verify controller controller-demo
 
-.PHONY: help build test mutate fuzz images demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test mutate fuzz images release release-check demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

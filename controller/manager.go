@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -23,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
+	"github.com/flockd/flock/internal/version"
 )
 
 // ManagerOptions configures NewManager.
@@ -145,6 +148,11 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("new manager: %w", err)
 	}
 
+	// controller-runtime's registry is global: a second manager in one
+	// process (tests) finds the gauge registered already.
+	if err := metrics.Registry.Register(version.NewCollector()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, fmt.Errorf("register flock_build_info: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add healthz: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/flockd/flock/internal/reap"
+	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/membership"
@@ -57,6 +58,10 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 	if err != nil {
 		fmt.Fprintf(stderr, "peer-finder: %v\nRun 'peer-finder -help' for usage.\n", err)
 		return ExitUsage
+	}
+	if cfg.ShowVersion {
+		version.Print(stdout, "peer-finder")
+		return ExitOK
 	}
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -110,7 +115,7 @@ type pipeline struct {
 
 func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector())
 
 	kc := newKubeClient(cfg)
 	sources, err := buildSources(cfg, log, reg, kc)

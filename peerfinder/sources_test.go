@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/peerfinder/config"
 )
 
@@ -32,5 +34,25 @@ func TestBuildSourcesRegistersKubeMetricsOnce(t *testing.T) {
 	err = reg.Register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flock_kube_relists_total", Help: "x"}, []string{"resource"}))
 	if err == nil || !strings.Contains(err.Error(), "previously registered") {
 		t.Errorf("flock_kube_relists_total not registered: %v", err)
+	}
+}
+
+// TestBuildInfoMetric: the pipeline's registry serves flock_build_info.
+func TestBuildInfoMetric(t *testing.T) {
+	cfg, err := config.Parse([]string{"-service=web", "-ns=db", "-domain=cluster.local", "-dns-server=127.0.0.1:53", "-hostname=web-0", "-on-change=true"}, config.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := build(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := version.Get()
+	want := `# HELP flock_build_info Always 1; labelled with the build's version, commit and Go version.
+# TYPE flock_build_info gauge
+flock_build_info{commit="` + v.Commit + `",goversion="` + v.GoVersion + `",version="` + v.Version + `"} 1
+`
+	if err := testutil.GatherAndCompare(p.registry, strings.NewReader(want), "flock_build_info"); err != nil {
+		t.Error(err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/localcluster"
 )
 
@@ -42,6 +43,7 @@ type config struct {
 	args    []string
 	opts    localcluster.Options
 	verbose bool
+	version bool
 }
 
 func parseArgs(args []string) (config, error) {
@@ -54,12 +56,16 @@ func parseArgs(args []string) (config, error) {
 	realNode := fs.String("real-node", string(localcluster.RealNodeFromEnv()),
 		"start the real node (kubelet, containerd): auto (when root and free on this machine) or off; default from $FLOCK_REAL_NODE (0 = off)")
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
+	fs.BoolVar(&c.version, "version", false, "print the version, commit and Go version, then exit")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.version {
+		return c, nil
 	}
 	switch m := localcluster.RealNodeMode(*realNode); m {
 	case localcluster.RealNodeAuto, localcluster.RealNodeOff:
@@ -98,6 +104,10 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintln(os.Stderr, "flock-cluster:", err)
 		}
 		return 2
+	}
+	if c.version {
+		version.Print(os.Stdout, "flock-cluster")
+		return 0
 	}
 	level := slog.LevelInfo
 	if c.verbose {

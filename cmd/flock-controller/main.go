@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flockd/flock/controller"
+	"github.com/flockd/flock/internal/version"
 )
 
 // config is the parsed command line.
@@ -44,6 +45,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.manager.Namespace, "namespace", "", "reconcile only the Flocks of this namespace (default: all namespaces)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit and Go version, then exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -64,6 +66,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flock-controller:", err)
 		os.Exit(2)
+	}
+	if c.showVersion {
+		version.Print(os.Stdout, "flock-controller")
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/demo"
 )
@@ -29,7 +30,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
-	if err != nil {
+	var ue usageError
+	switch {
+	case errors.Is(err, errVersion):
+		version.Print(os.Stdout, "flock-demo")
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "flock-demo:", err)
+		os.Exit(2)
+	case err != nil:
 		slog.Error("demo failed", "err", err)
 		os.Exit(1)
 	}
@@ -55,13 +64,20 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.Pause, "pause", 2*time.Second, "pause after each step")
 	mode := fs.String("mode", "auto", "members as real pods on the real node (real), as peer-finder processes here beside simulated pods (simulated), or real when the cluster has a real node (auto)")
 	image := fs.String("image", "ghcr.io/flockd/peer-finder:dev", "peer-finder image for real pods")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, then exit")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if *showVersion {
+		return errVersion
 	}
 	for _, s := range strings.Split(steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
-			return fmt.Errorf("-steps: %q is not a positive number", s)
+			return usageError{fmt.Errorf("-steps: %q is not a positive number", s)}
 		}
 		c.Steps = append(c.Steps, n)
 	}
@@ -87,7 +103,7 @@ func run(ctx context.Context, args []string) error {
 		real = err == nil && s.RealNode != nil
 	case "real", "simulated":
 	default:
-		return fmt.Errorf("-mode: %q is not auto, real or simulated", *mode)
+		return usageError{fmt.Errorf("-mode: %q is not auto, real or simulated", *mode)}
 	}
 	if real {
 		c.Image = *image
@@ -99,3 +115,9 @@ func run(ctx context.Context, args []string) error {
 	c.Color = err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
 	return demo.Run(ctx, c)
 }
+
+// errVersion asks main to print the version.
+var errVersion = errors.New("version requested")
+
+// usageError is a bad command line: exit status 2.
+type usageError struct{ error }

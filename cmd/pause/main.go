@@ -13,16 +13,23 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flockd/flock/internal/version"
 )
 
 func main() {
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: pause\n\nBlocks until SIGINT or SIGTERM, reaping zombie children; exits 0.")
 	}
+	showVersion := flag.Bool("version", false, "print the version, commit and Go version, then exit")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "pause: unexpected argument %q\n", flag.Arg(0))
 		os.Exit(2)
+	}
+	if *showVersion {
+		version.Print(os.Stdout, "pause")
+		return
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)

@@ -24,7 +24,8 @@ func main() {
 	o := images.Options{}
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
 	fs.StringVar(&o.Repo, "repo", "ghcr.io/flockd", "image repository prefix")
-	fs.StringVar(&o.Tag, "tag", "dev", "image tag")
+	fs.StringVar(&o.Tag, "tag", "dev", "image tag: the version")
+	aliases := fs.String("aliases", "", "comma-separated further tags of the same images (make images: dev)")
 	arches := fs.String("arches", "amd64,arm64", "comma-separated GOARCH values")
 	fs.StringVar(&o.BinDir, "bin", "bin", "directory holding <arch>/<binary>")
 	fs.StringVar(&o.OutDir, "out", "bin/images", "directory the archives are written to")
@@ -43,6 +44,9 @@ func main() {
 		}
 	}
 	o.Created = time.Unix(secs, 0).UTC()
+	if *aliases != "" {
+		o.Aliases = strings.Split(*aliases, ",")
+	}
 	o.Arches = strings.Split(*arches, ",")
 	for _, a := range o.Arches {
 		if !images.Supported(a) {

@@ -28,10 +28,20 @@ const (
 
 // WriteArchive writes idx as an OCI archive at path: a tar of an OCI image
 // layout whose index.json has one entry, idx, annotated with ref (e.g.
-// "ghcr.io/flockd/peer-finder:dev") under both AnnotationContainerdName and
-// AnnotationRefName. Entries are sorted and carry mtime. The file is
+// "ghcr.io/flockd/peer-finder:v0.1.0") under both AnnotationContainerdName
+// and AnnotationRefName. Entries are sorted and carry mtime. The file is
 // replaced atomically and left alone when its bytes would not change.
 func WriteArchive(path, ref string, idx v1.ImageIndex, mtime time.Time) error {
+	return WriteArchiveNames(path, []string{ref}, idx, mtime)
+}
+
+// WriteArchiveNames is WriteArchive with several names for one image: one
+// index.json entry per ref, in order, all pointing at idx (containerd's
+// importer creates an image for each; the blobs are stored once).
+func WriteArchiveNames(path string, refs []string, idx v1.ImageIndex, mtime time.Time) error {
+	if len(refs) == 0 {
+		return fmt.Errorf("archive %s: no image name", path)
+	}
 	dir, err := os.MkdirTemp("", "imagebuild-layout-")
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", path, err)
@@ -42,12 +52,14 @@ func WriteArchive(path, ref string, idx v1.ImageIndex, mtime time.Time) error {
 	if err != nil {
 		return fmt.Errorf("archive %s: layout: %w", path, err)
 	}
-	err = p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		AnnotationContainerdName: ref,
-		AnnotationRefName:        ref,
-	}))
-	if err != nil {
-		return fmt.Errorf("archive %s: layout: %w", path, err)
+	for _, ref := range refs {
+		err = p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+			AnnotationContainerdName: ref,
+			AnnotationRefName:        ref,
+		}))
+		if err != nil {
+			return fmt.Errorf("archive %s: layout: %w", path, err)
+		}
 	}
 	data, err := tarDir(dir, mtime)
 	if err != nil {

@@ -32,8 +32,12 @@ const LabelPackages = "io.flockd.image.debian-packages"
 
 // Options say what Build reads and writes.
 type Options struct {
-	// Repo and Tag name the images: Repo + "/" + name + ":" + Tag.
+	// Repo and Tag name the images: Repo + "/" + name + ":" + Tag. Tag is
+	// the version (also the org.opencontainers.image.version label).
 	Repo, Tag string
+	// Aliases are more tags for the same images, after Tag (make images
+	// adds "dev", the local cluster's and the tests' name).
+	Aliases []string
 	// Arches are the GOARCH values to build for (linux only).
 	Arches []string
 	// BinDir holds <arch>/<name> for each image's binary.
@@ -53,6 +57,8 @@ type Options struct {
 // Archive is one written image.
 type Archive struct {
 	Ref, Path string
+	// Aliases are the archive's other names (Options.Aliases).
+	Aliases []string
 }
 
 // Build builds peer-finder, flock-controller and pause for every arch and
@@ -135,14 +141,17 @@ func Build(ctx context.Context, o Options) ([]Archive, error) {
 			return nil, fmt.Errorf("images: %s: %w", name, err)
 		}
 		a := Archive{Ref: ref, Path: filepath.Join(o.OutDir, name+".tar")}
-		if err := imagebuild.WriteArchive(a.Path, ref, idx, o.Created); err != nil {
+		for _, t := range o.Aliases {
+			a.Aliases = append(a.Aliases, o.Repo+"/"+name+":"+t)
+		}
+		if err := imagebuild.WriteArchiveNames(a.Path, append([]string{ref}, a.Aliases...), idx, o.Created); err != nil {
 			return nil, fmt.Errorf("images: %s: %w", name, err)
 		}
 		digest, err := idx.Digest()
 		if err != nil {
 			return nil, fmt.Errorf("images: %s: %w", name, err)
 		}
-		log.Info("image written", "ref", ref, "path", a.Path, "digest", digest.String(), "arches", strings.Join(o.Arches, ","))
+		log.Info("image written", "ref", ref, "aliases", strings.Join(a.Aliases, ","), "path", a.Path, "digest", digest.String(), "arches", strings.Join(o.Arches, ","))
 		out = append(out, a)
 	}
 	return out, nil

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,7 +205,7 @@ func TestBuild(t *testing.T) {
 	}
 	out := t.TempDir()
 	archives, err := Build(context.Background(), Options{
-		Repo: "ghcr.io/flockd", Tag: "dev", Arches: []string{"amd64"},
+		Repo: "ghcr.io/flockd", Tag: "v1.2.3", Aliases: []string{"dev"}, Arches: []string{"amd64"},
 		BinDir: bin, OutDir: out, DebCache: cache, Created: epoch, Revision: "0123abc",
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -222,10 +223,10 @@ func TestBuild(t *testing.T) {
 	}
 	for _, a := range archives {
 		name := strings.TrimSuffix(filepath.Base(a.Path), ".tar")
-		if a.Ref != "ghcr.io/flockd/"+name+":dev" {
-			t.Errorf("%s: ref %s", a.Path, a.Ref)
+		if a.Ref != "ghcr.io/flockd/"+name+":v1.2.3" || !slices.Equal(a.Aliases, []string{"ghcr.io/flockd/" + name + ":dev"}) {
+			t.Errorf("%s: ref %s, aliases %q", a.Path, a.Ref, a.Aliases)
 		}
-		imgs := readArchive(t, a.Path, a.Ref)
+		imgs := readArchive(t, a.Path, "ghcr.io/flockd/"+name+":v1.2.3", "ghcr.io/flockd/"+name+":dev")
 		if len(imgs) != 1 {
 			t.Fatalf("%s: %d platforms, want 1 (linux/amd64)", name, len(imgs))
 		}
@@ -248,7 +249,7 @@ func TestBuild(t *testing.T) {
 		for k, v := range map[string]string{
 			"org.opencontainers.image.source":   Source,
 			"org.opencontainers.image.revision": "0123abc",
-			"org.opencontainers.image.version":  "dev",
+			"org.opencontainers.image.version":  "v1.2.3",
 			"org.opencontainers.image.created":  "2023-11-14T22:13:20Z",
 			LabelPackages:                       wantPkgs[name],
 		} {
@@ -287,7 +288,7 @@ func TestBuild(t *testing.T) {
 		before[a.Path], _ = os.ReadFile(a.Path)
 	}
 	if _, err := Build(context.Background(), Options{
-		Repo: "ghcr.io/flockd", Tag: "dev", Arches: []string{"amd64"},
+		Repo: "ghcr.io/flockd", Tag: "v1.2.3", Aliases: []string{"dev"}, Arches: []string{"amd64"},
 		BinDir: bin, OutDir: out, DebCache: cache, Created: epoch, Revision: "0123abc",
 		Logger: slog.New(slog.DiscardHandler),
 	}); err != nil {
@@ -365,20 +366,26 @@ func checkEtc(t *testing.T, name string, files map[string]imagebuild.File) {
 	}
 }
 
-// readArchive untars an OCI archive, checks that index.json names ref (both
-// annotations) and holds one image index, and returns its images by platform.
-func readArchive(t *testing.T, path, ref string) map[string]v1.Image {
+// readArchive untars an OCI archive, checks that index.json has one entry
+// per ref, in order, naming it (both annotations), all of one image index,
+// and returns that index's images by platform.
+func readArchive(t *testing.T, path string, refs ...string) map[string]v1.Image {
 	t.Helper()
 	lp, top, err := imagebuild.OpenArchive(path, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(top.Manifests) != 1 {
-		t.Fatalf("%s: index.json has %d entries, want 1", path, len(top.Manifests))
+	if len(top.Manifests) != len(refs) {
+		t.Fatalf("%s: index.json has %d entries, want %d (%q)", path, len(top.Manifests), len(refs), refs)
 	}
-	for _, k := range []string{imagebuild.AnnotationContainerdName, imagebuild.AnnotationRefName} {
-		if got := top.Manifests[0].Annotations[k]; got != ref {
-			t.Errorf("%s: index.json %s = %q, want %q", path, k, got, ref)
+	for i, ref := range refs {
+		for _, k := range []string{imagebuild.AnnotationContainerdName, imagebuild.AnnotationRefName} {
+			if got := top.Manifests[i].Annotations[k]; got != ref {
+				t.Errorf("%s: index.json entry %d %s = %q, want %q", path, i, k, got, ref)
+			}
+		}
+		if top.Manifests[i].Digest != top.Manifests[0].Digest {
+			t.Errorf("%s: index.json entry %d is %s, entry 0 is %s: want one image", path, i, top.Manifests[i].Digest, top.Manifests[0].Digest)
 		}
 	}
 	ii, err := lp.ImageIndex()

@@ -42,6 +42,17 @@ func archiveDir(t *testing.T) string {
 	}
 }
 
+// builtRefs are the names make images gives image name: the version of
+// the repository's VERSION file, then the alias dev.
+func builtRefs(t *testing.T, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(archiveDir(t))), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"ghcr.io/flockd/" + name + ":" + strings.TrimSpace(string(b)), "ghcr.io/flockd/" + name + ":dev"}
+}
+
 // builtArchives returns the archives of `make images` by name, or skips.
 func builtArchives(t *testing.T) map[string]string {
 	t.Helper()
@@ -63,7 +74,7 @@ var interps = map[string]string{"amd64": "/lib64/ld-linux-x86-64.so.2", "arm64":
 // binary for its platform, peer-finder's system files, the package labels.
 func TestBuiltArchives(t *testing.T) {
 	for name, path := range builtArchives(t) {
-		imgs := readArchive(t, path, "ghcr.io/flockd/"+name+":dev")
+		imgs := readArchive(t, path, builtRefs(t, name)...)
 		for _, arch := range []string{"amd64", "arm64"} {
 			img := imgs["linux/"+arch]
 			if img == nil {
@@ -163,7 +174,7 @@ func TestPeerFinderImageRuns(t *testing.T) {
 			t.Skipf("needs %s", tool)
 		}
 	}
-	img := readArchive(t, archives[PeerFinder], "ghcr.io/flockd/peer-finder:dev")["linux/amd64"]
+	img := readArchive(t, archives[PeerFinder], builtRefs(t, PeerFinder)...)["linux/amd64"]
 	root := t.TempDir()
 	writeRoot(t, img, root)
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
@@ -279,15 +290,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		t.Fatalf("ctr images ls: %v\n%s", err, ls)
 	}
 	for name := range archives {
-		ref := "ghcr.io/flockd/" + name + ":dev"
-		var line string
-		for l := range strings.Lines(ls) {
-			if strings.HasPrefix(l, ref+" ") {
-				line = l
+		for _, ref := range builtRefs(t, name) {
+			var line string
+			for l := range strings.Lines(ls) {
+				if strings.HasPrefix(l, ref+" ") {
+					line = l
+				}
 			}
-		}
-		if !strings.Contains(line, "linux/amd64") || !strings.Contains(line, "linux/arm64") {
-			t.Errorf("ctr images ls: no %s for linux/amd64 and linux/arm64:\n%s", ref, ls)
+			if !strings.Contains(line, "linux/amd64") || !strings.Contains(line, "linux/arm64") {
+				t.Errorf("ctr images ls: no %s for linux/amd64 and linux/arm64:\n%s", ref, ls)
+			}
 		}
 	}
 

@@ -87,6 +87,9 @@ type Config struct {
 	MetricsAddr string
 	// Diagnose asks for a one-shot report instead of running.
 	Diagnose bool
+	// ShowVersion asks for the version line instead of running; nothing
+	// else is validated then.
+	ShowVersion bool
 
 	Kube      Kube      // Kubernetes API sources and bootstrap flags (kube.go)
 	Bootstrap Bootstrap // expected size, bootstrap timeout, cluster record (bootstrap.go)
@@ -156,6 +159,7 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	fs.Var((*verbosity)(&c.Verbosity), "v", "Log verbosity: -v or -v=1 adds debug logs.")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Serve /metrics, /healthz and /readyz on this `address`, e.g. :9090; empty disables.")
 	fs.BoolVar(&c.Diagnose, "diagnose", false, "Print what peer-finder sees and which gate holds delivery back, then exit: 0 when it would deliver, 1 otherwise.")
+	fs.BoolVar(&c.ShowVersion, "version", false, "Print the version, commit and Go version, then exit.")
 	c.addKubeFlags(fs)
 	c.addBootstrapFlags(fs)
 	c.addSinkFlags(fs)
@@ -185,7 +189,8 @@ func (v *verbosity) Set(s string) error {
 }
 
 // Parse parses args (without the program name). It returns a *UsageError
-// for bad input, or flag.ErrHelp when -h or -help was asked for.
+// for bad input, or flag.ErrHelp when -h or -help was asked for. With
+// -version it returns a Config with only ShowVersion set.
 func Parse(args []string, env Env) (*Config, error) {
 	c := &Config{}
 	fs := NewFlagSet(c, io.Discard)
@@ -194,6 +199,9 @@ func Parse(args []string, env Env) (*Config, error) {
 			return nil, err
 		}
 		return nil, &UsageError{Err: err} // the flag package names the flag
+	}
+	if c.ShowVersion {
+		return c, nil
 	}
 	if fs.NArg() > 0 {
 		// "peer-finder [flags] -- CMD ARGS...": the exec sink's command.
