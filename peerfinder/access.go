@@ -68,9 +68,9 @@ func requiredAccess(cfg *config.Config) []access {
 	if b.ClusterLease != "" {
 		add("-cluster-lease", "coordination.k8s.io", "leases", "", "create")
 		add("-cluster-lease", "coordination.k8s.io", "leases", b.ClusterLease, "get", "update")
-		if b.PodUID == "" {
-			add("-cluster-lease without $POD_UID", "", "pods", "", "get")
-		}
+		// the data identities of this pod and of the recorded members
+		add("-cluster-lease", "", "pods", "", "get")
+		add("-cluster-lease", "", "persistentvolumeclaims", "", "get")
 	}
 	if l := cfg.Sinks.HostsLease; l != "" {
 		// client-go leader election: get and update the Lease, create it

@@ -2,10 +2,7 @@ package peerfinder
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/peerfinder/config"
@@ -38,6 +35,7 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, kc *kubeClient) (*boot
 	}
 	if cfg.Bootstrap.ClusterLease != "" {
 		b.roler.Lease = &bootstrap.Lease{Client: client.CoordinationV1(), Namespace: cfg.Namespace, Name: cfg.Bootstrap.ClusterLease}
+		b.roler.Data = &bootstrap.Data{Client: client.CoreV1(), Namespace: cfg.Namespace}
 	}
 	return b, nil
 }
@@ -50,27 +48,7 @@ func (b *bootstrapParts) sizeSource() engine.SizeSource {
 	return b.replicas
 }
 
-// role is the engine's RoleFunc. With a cluster Lease and no $POD_UID it
-// first reads this pod's UID from the API (once).
+// role is the engine's RoleFunc.
 func (b *bootstrapParts) role(ctx context.Context, set peer.Set, self string) (string, error) {
-	if b.roler.Lease != nil && b.roler.UID == "" {
-		uid, err := b.podUID(ctx)
-		if err != nil {
-			return "", err
-		}
-		b.roler.UID = uid
-	}
 	return b.roler.Role(ctx, set, self)
-}
-
-func (b *bootstrapParts) podUID(ctx context.Context) (string, error) {
-	client, err := b.kube.Get()
-	if err != nil {
-		return "", err
-	}
-	pod, err := client.CoreV1().Pods(b.ns).Get(ctx, b.pod, metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("read pod %s/%s for its UID (or set POD_UID from the downward API, fieldPath metadata.uid): %w", b.ns, b.pod, err)
-	}
-	return string(pod.UID), nil
 }

@@ -173,21 +173,17 @@ func diagnoseRole(ctx context.Context, cfg *config.Config, b *bootstrapParts, se
 		fmt.Fprintf(w, "bootstrap: not decided until self is in the peer set\n")
 		return true
 	}
-	if b.roler.Lease != nil && b.roler.UID == "" {
-		uid, err := b.podUID(ctx)
-		if err != nil {
-			fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
-			return false
-		}
-		b.roler.UID = uid
-	}
 	in, err := b.roler.Input(ctx, set, cfg.Self())
 	if err != nil {
 		fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
 		return false
 	}
 	d := bootstrap.Decide(in)
-	fmt.Fprintf(w, "bootstrap: %s (%s): %s\n", d.Role, d.Reason, d.Detail)
+	role := string(d.Role)
+	if role == "" {
+		role = "none yet"
+	}
+	fmt.Fprintf(w, "bootstrap: %s (%s): %s\n", role, d.Reason, d.Detail)
 	switch {
 	case d.Claim:
 		fmt.Fprintf(w, "bootstrap: a real run first records this pod in Lease %s; if another member records itself first, this one joins\n", cfg.Bootstrap.ClusterLease)

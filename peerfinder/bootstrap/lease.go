@@ -2,6 +2,8 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,14 +19,17 @@ const (
 	AnnotationUID = "bootstrap.flockd.io/formed-by-uid"
 	// AnnotationMember is the FQDN of the member that formed the cluster.
 	AnnotationMember = "bootstrap.flockd.io/formed-by-member"
+	// AnnotationMembers is the JSON list of the members' data identities
+	// ([]Member): the member that formed and every member told to join.
+	AnnotationMembers = "bootstrap.flockd.io/members"
 	// LabelManagedBy marks the Lease as peer-finder's.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 )
 
 // Lease is a cluster record kept in a coordination.k8s.io/v1 Lease: its
-// spec.holderIdentity names the pod that formed the cluster and an
-// annotation its UID. It is a record, not a lock: it has no duration, is
-// never renewed and never expires; delete it to let a cluster form again.
+// spec.holderIdentity names the pod that formed the cluster, an annotation
+// its UID and another the members' data identities. It is a record, not a
+// lock: it has no duration, is never renewed and never expires.
 //
 // RBAC: create on leases, and get and update on the named Lease.
 type Lease struct {
@@ -48,6 +53,49 @@ func (l *Lease) Read(ctx context.Context) (*Record, error) {
 	return recordOf(obj), nil
 }
 
+// ErrChanged is returned by Replace and Register when the Lease changed
+// since it was read: read it again and decide again.
+var ErrChanged = errors.New("cluster record changed since it was read")
+
+// Replace writes rec over prev, the record last read, unless the Lease
+// changed since (then ErrChanged). It starts a new formation over a record
+// whose members' data is all gone.
+func (l *Lease) Replace(ctx context.Context, prev *Record, rec Record, member string) error {
+	return l.update(ctx, prev, func(obj *coordinationv1.Lease) error { return l.fill(obj, rec, member) })
+}
+
+// Register writes members as the record's member list over prev, the
+// record last read, unless the Lease changed since (then ErrChanged).
+func (l *Lease) Register(ctx context.Context, prev *Record, members []Member) error {
+	return l.update(ctx, prev, func(obj *coordinationv1.Lease) error { return setMembers(obj, members) })
+}
+
+func (l *Lease) update(ctx context.Context, prev *Record, change func(*coordinationv1.Lease) error) error {
+	leases := l.Client.Leases(l.Namespace)
+	obj, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ErrChanged
+	}
+	if err != nil {
+		return fmt.Errorf("read lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	if obj.ResourceVersion != prev.version {
+		return ErrChanged
+	}
+	obj = obj.DeepCopy()
+	if err := change(obj); err != nil {
+		return err
+	}
+	_, err = leases.Update(ctx, obj, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return ErrChanged
+	}
+	if err != nil {
+		return fmt.Errorf("update lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return nil
+}
+
 // Claim writes rec into the Lease unless it already names a pod. It
 // creates the Lease when absent, or updates an existing Lease that names
 // nobody using the resourceVersion it read, so of concurrent claims exactly
@@ -63,7 +111,9 @@ func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, 
 		switch {
 		case apierrors.IsNotFound(err):
 			obj = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace}}
-			l.fill(obj, rec, member)
+			if err := l.fill(obj, rec, member); err != nil {
+				return nil, err
+			}
 			_, err = leases.Create(ctx, obj, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				continue // someone else created it first: read theirs
@@ -79,7 +129,9 @@ func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, 
 			return cur, nil
 		}
 		obj = obj.DeepCopy()
-		l.fill(obj, rec, member)
+		if err := l.fill(obj, rec, member); err != nil {
+			return nil, err
+		}
 		_, err = leases.Update(ctx, obj, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue // changed since we read it: read again
@@ -91,7 +143,7 @@ func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, 
 	}
 }
 
-func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) {
+func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) error {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
@@ -113,11 +165,37 @@ func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) {
 	obj.Spec.AcquireTime = &at
 	obj.Spec.LeaseDurationSeconds = nil
 	obj.Spec.RenewTime = nil
+	return setMembers(obj, rec.Members)
 }
 
+func setMembers(obj *coordinationv1.Lease, members []Member) error {
+	if members == nil {
+		delete(obj.Annotations, AnnotationMembers)
+		return nil
+	}
+	b, err := json.Marshal(members)
+	if err != nil {
+		return fmt.Errorf("encode members: %w", err)
+	}
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[AnnotationMembers] = string(b)
+	return nil
+}
+
+// recordOf returns the Lease's record, nil when it names nobody. A member
+// list that cannot be decoded reads as none (an unknown, so never stale).
 func recordOf(obj *coordinationv1.Lease) *Record {
 	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity == "" {
 		return nil
 	}
-	return &Record{Pod: *obj.Spec.HolderIdentity, UID: obj.Annotations[AnnotationUID]}
+	r := &Record{Pod: *obj.Spec.HolderIdentity, UID: obj.Annotations[AnnotationUID], version: obj.ResourceVersion}
+	if s, ok := obj.Annotations[AnnotationMembers]; ok {
+		var ms []Member
+		if json.Unmarshal([]byte(s), &ms) == nil {
+			r.Members = ms
+		}
+	}
+	return r
 }

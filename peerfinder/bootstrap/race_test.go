@@ -68,13 +68,13 @@ func TestClaimLostOnCreateReturnsTheWinnersRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim() = %v", err)
 	}
-	if *got != (Record{Pod: "db-1", UID: "u1"}) {
+	if former(got) != (formed{Pod: "db-1", UID: "u1"}) {
 		t.Errorf("Claim() after losing the create = %+v, want the winner's record", *got)
 	}
 	if n := creates.Load(); n != 1 {
 		t.Errorf("%d creates, want 1 (the lost one)", n)
 	}
-	if rec, err := l.Read(t.Context()); err != nil || *rec != (Record{Pod: "db-1", UID: "u1"}) {
+	if rec, err := l.Read(t.Context()); err != nil || former(rec) != (formed{Pod: "db-1", UID: "u1"}) {
 		t.Errorf("lease holds %+v (%v), want the winner's record kept", rec, err)
 	}
 }
@@ -88,13 +88,13 @@ func TestClaimLostOnUpdateReturnsTheWinnersRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim() = %v", err)
 	}
-	if *got != (Record{Pod: "db-1", UID: "u1"}) {
+	if former(got) != (formed{Pod: "db-1", UID: "u1"}) {
 		t.Errorf("Claim() after losing the update = %+v, want the winner's record", *got)
 	}
 	if n := updates.Load(); n != 1 {
 		t.Errorf("%d updates, want 1 (the lost one)", n)
 	}
-	if rec, err := l.Read(t.Context()); err != nil || *rec != (Record{Pod: "db-1", UID: "u1"}) {
+	if rec, err := l.Read(t.Context()); err != nil || former(rec) != (formed{Pod: "db-1", UID: "u1"}) {
 		t.Errorf("lease holds %+v (%v), want the winner's record kept", rec, err)
 	}
 }

@@ -15,28 +15,52 @@
 // A StatefulSet runs at most one pod per ordinal, so two members never both
 // form at the same time.
 //
-// With a cluster record (a Lease), the record wins: once a member has
-// formed, only that same pod (same pod UID: a retry or a container restart)
-// is told "form" again; any other pod, including a re-created pod-0 whose
-// volume came back empty, is told "join". A member that would form must first
-// write itself into the Lease (create-if-absent, or update with the read
-// resourceVersion); when another member won that write, it is told "join".
-// With a Lease, members without an ordinal (a Deployment found by the pods
-// source) may also form: the Lease write decides which one does.
+// With a cluster record (a Lease), the record wins while the cluster it
+// records exists: once a member has formed, only that same pod (same pod
+// UID: a retry or a container restart) is told "form" again; any other pod,
+// including a re-created pod-0 whose volume came back empty, is told "join".
+// A member that would form must first write itself into the Lease
+// (create-if-absent, or update with the read resourceVersion); when another
+// member won that write, it is told "join". With a Lease, members without an
+// ordinal (a Deployment found by the pods source) may also form: the Lease
+// write decides which one does.
+//
+// # When the cluster is gone
+//
+// A cluster exists while the data of any of its members exists. The record
+// lists each member's data identity (Member): the UIDs of the
+// PersistentVolumeClaims its pod mounts, or, for a pod without claims, the
+// pod's UID. The member that forms writes itself as the only member; every
+// member told to join adds itself (replacing an earlier entry of the same
+// pod name, dropping entries found gone). A member not yet in the list
+// checks the listed ones: when none still exists (every claim deleted or
+// re-created under its name with a new UID, every claim-less pod gone) the
+// record is stale, and the rule runs as if there were none: the first
+// ordinal writes a new record over the stale one and forms; the others get
+// no role until it has (reason cluster-gone; peer-finder retries). So:
+//
+//   - a StatefulSet re-created after its pods and claims were deleted (or
+//     without claims, after its pods were deleted) forms again;
+//   - a pod-0 that lost its claim while another member keeps its data joins;
+//   - a StatefulSet re-created with its claims kept joins, as its members
+//     mount the recorded claims.
+//
+// A record without a member list (written before this rule) is never stale.
 //
 // # Limits
 //
 // Without a Lease, a pod-0 that lost its data looks exactly like the first
 // pod of a new cluster and is told "form": a second cluster. Use a Lease.
 //
-// A Lease records that formation started, not that it succeeded or that the
-// cluster still exists. If the member that formed fails midway (its on-start
-// hook fails) the same pod keeps being told "form" on retries and restarts;
-// if that pod is replaced, its successor is told "join" and has nobody to
-// join. If every member lost its data, every member is told "join". In both
-// cases an operator decides: delete the Lease to let the first ordinal form
-// again. The role is advice for a member with an empty data directory; a
-// member that already has data should start from it whatever the role.
+// A Lease records that formation started, not that it succeeded. If the
+// member that formed fails midway (its on-start hook fails) the same pod
+// keeps being told "form" on retries and restarts; if that pod is replaced
+// while it still has its claim, its successor is told "join" and has nobody
+// to join: an operator deletes the Lease to let the first ordinal form
+// again. Data outside claims (a hostPath) is not seen: a pod re-created on
+// the same node with the same hostPath counts as new. The role is advice for
+// a member with an empty data directory; a member that already has data
+// should start from it whatever the role.
 //
 // The first role needs the Lease: while it cannot be read (API down, RBAC),
 // nothing is delivered and peer-finder retries. Once a role was decided, an
@@ -73,12 +97,19 @@ const (
 	RecordedOther     Reason = "formed-by-other"       // the Lease names another pod (or an earlier pod of the same name): join
 	RecordUnreadable  Reason = "record-without-uid"    // the Lease names a pod but no UID: join
 	SelfIdentityUnset Reason = "self-uid-unknown"      // a Lease is used but this pod's UID is unknown: join
+	ClusterGone       Reason = "cluster-gone"          // every recorded member's data is gone and self does not form: no role yet
 )
 
 // Record is what a cluster record (the Lease) says about formation.
 type Record struct {
 	// Pod and UID identify the pod that formed the cluster.
 	Pod, UID string
+	// Members are the data identities of the member that formed and of the
+	// members told to join since; nil in a record written before members
+	// were recorded (its cluster's existence cannot be checked).
+	Members []Member
+
+	version string // the Lease's resourceVersion when read
 }
 
 // Input is everything Decide looks at.
@@ -94,6 +125,9 @@ type Input struct {
 	// Record is the record's content; nil when no member formed yet.
 	// Ignored unless UseRecord.
 	Record *Record
+	// Stale is true when Record lists members and the data of every one of
+	// them is gone: the cluster it records no longer exists.
+	Stale bool
 	// SelfPod and SelfUID identify this pod; SelfUID is required with a
 	// record, since the pod name alone cannot tell a re-created pod apart.
 	SelfPod, SelfUID string
@@ -101,13 +135,15 @@ type Input struct {
 
 // Decision is the outcome of Decide.
 type Decision struct {
+	// Role is empty with reason ClusterGone: no role until a member forms.
 	Role   Role
 	Reason Reason
 	// Detail explains the decision in words.
 	Detail string
 	// Claim is set when Role is Form and a record is in use but names nobody
-	// yet: the caller must write itself into the record first, and decide
-	// again (it will then get RecordedSelf or RecordedOther).
+	// yet or is stale: the caller must write itself into the record first
+	// (over the stale one), and decide again (it will then get RecordedSelf
+	// or RecordedOther).
 	Claim bool
 }
 
@@ -118,6 +154,15 @@ func Decide(in Input) Decision {
 		if in.SelfUID == "" {
 			return Decision{Role: Join, Reason: SelfIdentityUnset,
 				Detail: "this pod's UID is unknown, so a recorded formation cannot be attributed; set POD_UID from the downward API (metadata.uid) or allow get on pods"}
+		}
+		if r := in.Record; r != nil && in.Stale && r.UID != in.SelfUID {
+			d := Decide(Input{Self: in.Self, Set: in.Set, FirstOrdinal: in.FirstOrdinal, UseRecord: true, SelfPod: in.SelfPod, SelfUID: in.SelfUID})
+			if d.Role == Join {
+				return Decision{Reason: ClusterGone,
+					Detail: fmt.Sprintf("the data of every member in the cluster record (formed by %s) is gone, so that cluster no longer exists; waiting for a member that forms a new one (%s)", r.Pod, d.Detail)}
+			}
+			d.Detail = fmt.Sprintf("the data of every member in the cluster record (formed by %s) is gone, so that cluster no longer exists; %s", r.Pod, d.Detail)
+			return d
 		}
 		if r := in.Record; r != nil {
 			switch {

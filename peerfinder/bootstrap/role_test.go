@@ -90,6 +90,23 @@ func TestDecide(t *testing.T) {
 			in: Input{Self: fqdn("api-7d9f"), Set: peer.NewSet(member("api-7d9f", -1)),
 				UseRecord: true, SelfPod: "api-7d9f", SelfUID: "ua", Record: &Record{Pod: "api-x2b1", UID: "ub"}},
 			want: Join, wantReason: RecordedOther},
+		// A stale record: every recorded member's data is gone.
+		{name: "stale record: first ordinal claims over it",
+			in: Input{Self: fqdn("db-0"), Set: fresh, UseRecord: true, SelfPod: "db-0", SelfUID: "new", Stale: true,
+				Record: &Record{Pod: "db-0", UID: "u0"}},
+			want: Form, wantReason: FirstOrdinal, wantClaim: true},
+		{name: "stale record: later ordinal gets no role until one forms",
+			in: Input{Self: fqdn("db-1"), Set: fresh, UseRecord: true, SelfPod: "db-1", SelfUID: "new1", Stale: true,
+				Record: &Record{Pod: "db-0", UID: "u0"}},
+			want: "", wantReason: ClusterGone},
+		{name: "stale record: no ordinal, elected by the Lease",
+			in: Input{Self: fqdn("api-7d9f"), Set: peer.NewSet(member("api-7d9f", -1)), UseRecord: true, SelfPod: "api-7d9f", SelfUID: "ua", Stale: true,
+				Record: &Record{Pod: "api-x2b1", UID: "ub"}},
+			want: Form, wantReason: ElectedByLease, wantClaim: true},
+		{name: "record naming self is never stale",
+			in: Input{Self: fqdn("db-0"), Set: fresh, UseRecord: true, SelfPod: "db-0", SelfUID: "u0", Stale: true,
+				Record: &Record{Pod: "db-0", UID: "u0"}},
+			want: Form, wantReason: RecordedSelf},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,5 +141,53 @@ func TestDecideAtMostOneFormer(t *testing.T) {
 		if formers > 1 {
 			t.Errorf("set %v: %d members told form", s.Keys(), formers)
 		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	c0 := Claim{Name: "data-db-0", UID: "c0"}
+	c0new := Claim{Name: "data-db-0", UID: "c0-new"}
+	c1 := Claim{Name: "data-db-1", UID: "c1"}
+	db0 := Member{Pod: "db-0", UID: "p0", Claims: []Claim{c0}}
+	db1 := Member{Pod: "db-1", UID: "p1", Claims: []Claim{c1}}
+	tests := []struct {
+		name        string
+		rec         *Record
+		me          Member
+		gone        []Member
+		want        []Member
+		wantChanged bool
+	}{
+		{name: "no record", me: db1},
+		{name: "record without a member list is left alone", rec: &Record{Pod: "db-0", UID: "p0"}, me: db1},
+		{name: "joiner is added", rec: &Record{Members: []Member{db0}}, me: db1,
+			want: []Member{db0, db1}, wantChanged: true},
+		{name: "already registered: no write", rec: &Record{Members: []Member{db0, db1}}, me: db1,
+			want: []Member{db0, db1}},
+		{name: "re-created pod with its claim kept replaces its entry",
+			rec: &Record{Members: []Member{db0, db1}}, me: Member{Pod: "db-0", UID: "p0-new", Claims: []Claim{c0}},
+			want: []Member{db1, {Pod: "db-0", UID: "p0-new", Claims: []Claim{c0}}}, wantChanged: true},
+		{name: "pod that lost its claim: the gone entry is dropped",
+			rec: &Record{Members: []Member{db0, db1}}, me: Member{Pod: "db-0", UID: "p0-new", Claims: []Claim{c0new}}, gone: []Member{db0},
+			want: []Member{db1, {Pod: "db-0", UID: "p0-new", Claims: []Claim{c0new}}}, wantChanged: true},
+		{name: "same name, other claims, not known gone: kept",
+			rec: &Record{Members: []Member{db0}}, me: Member{Pod: "db-0", UID: "p0-new", Claims: []Claim{c0new}},
+			want: []Member{db0, {Pod: "db-0", UID: "p0-new", Claims: []Claim{c0new}}}, wantChanged: true},
+		{name: "claim-less pod re-created replaces its entry",
+			rec: &Record{Members: []Member{{Pod: "db-0", UID: "p0"}}}, me: Member{Pod: "db-0", UID: "p0-new"},
+			want: []Member{{Pod: "db-0", UID: "p0-new"}}, wantChanged: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed := register(tt.rec, tt.me, tt.gone)
+			if changed != tt.wantChanged || len(got) != len(tt.want) {
+				t.Fatalf("register() = %v, %v; want %v, %v", got, changed, tt.want, tt.wantChanged)
+			}
+			for i := range got {
+				if !equalMember(got[i], tt.want[i]) {
+					t.Errorf("register()[%d] = %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+		})
 	}
 }

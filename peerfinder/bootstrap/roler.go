@@ -2,44 +2,109 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // Roler tells the engine this member's bootstrap role (it fits
 // engine.RoleFunc). With a Lease it reads the record for every new peer
-// set, and claims it when the rule says this member forms; without one the
-// rule alone decides.
+// set, claims it when the rule says this member forms, and adds this
+// member's data identity to it; without one the rule alone decides.
 type Roler struct {
 	// Lease is the cluster record; nil means none.
 	Lease *Lease
-	// Pod and UID identify this pod. UID is required with a Lease.
+	// Data reads this pod's and the recorded members' data identities;
+	// nil means none are recorded or checked (the record is never stale).
+	Data *Data
+	// Pod and UID identify this pod. UID is required with a Lease and no
+	// Data (Data reads it from the pod).
 	Pod, UID string
 	// FirstOrdinal returns the StatefulSet's first ordinal; nil means 0.
 	FirstOrdinal func() int
 	Logger       *slog.Logger
 
 	mu   sync.Mutex
+	self *Member // read once from Data
 	last Decision
 }
 
+// ErrNoRole is wrapped by Role when no role can be given yet (reason
+// ClusterGone): the engine retries.
+var ErrNoRole = errors.New("no bootstrap role yet")
+
 // Input returns the rule's input for set, reading (never writing) the
-// Lease. Diagnose mode uses it to predict the role without side effects.
+// Lease and the recorded members' data. Diagnose mode uses it to predict
+// the role without side effects.
 func (r *Roler) Input(ctx context.Context, set peer.Set, self string) (Input, error) {
+	in, _, err := r.input(ctx, set, self)
+	return in, err
+}
+
+// input also returns the recorded members found gone.
+func (r *Roler) input(ctx context.Context, set peer.Set, self string) (Input, []Member, error) {
 	in := Input{Self: self, Set: set, UseRecord: r.Lease != nil, SelfPod: r.Pod, SelfUID: r.UID}
 	if r.FirstOrdinal != nil {
 		in.FirstOrdinal = r.FirstOrdinal()
 	}
-	if r.Lease != nil {
-		rec, err := r.Lease.Read(ctx)
-		if err != nil {
-			return Input{}, err
-		}
-		in.Record = rec
+	if r.Lease == nil {
+		return in, nil, nil
 	}
-	return in, nil
+	me, err := r.member(ctx)
+	if err != nil {
+		return Input{}, nil, err
+	}
+	in.SelfUID = me.UID
+	rec, err := r.Lease.Read(ctx)
+	if err != nil {
+		return Input{}, nil, err
+	}
+	in.Record = rec
+	if rec == nil || len(rec.Members) == 0 || rec.UID == me.UID || r.Data == nil {
+		return in, nil, nil
+	}
+	var gone []Member
+	for _, m := range rec.Members {
+		if m.UID == me.UID || m.sharesData(me) {
+			return in, nil, nil // this member's own data is the cluster's
+		}
+	}
+	for _, m := range rec.Members {
+		ok, err := r.Data.Exists(ctx, m)
+		if err != nil {
+			return Input{}, nil, err
+		}
+		if !ok {
+			gone = append(gone, m)
+		}
+	}
+	in.Stale = len(gone) == len(rec.Members)
+	return in, gone, nil
+}
+
+// member returns this pod's data identity, read once.
+func (r *Roler) member(ctx context.Context) (Member, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.self != nil {
+		return *r.self, nil
+	}
+	if r.Data == nil {
+		return Member{Pod: r.Pod, UID: r.UID}, nil
+	}
+	m, err := r.Data.Self(ctx, r.Pod)
+	if err != nil {
+		return Member{}, err
+	}
+	r.self = &m
+	return m, nil
 }
 
 // Role decides the role for set, claiming the Lease first when this member
@@ -71,19 +136,105 @@ func (r *Roler) Role(ctx context.Context, set peer.Set, self string) (string, er
 	return string(d.Role), nil
 }
 
+// conflicts paces the re-reads after a write lost to another member's:
+// members starting together all register, one write at a time.
+var conflicts = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: time.Second}
+
 func (r *Roler) decide(ctx context.Context, set peer.Set, self string) (Decision, error) {
-	in, err := r.Input(ctx, set, self)
+	var d Decision
+	err := retry.OnError(conflicts, func(err error) bool { return errors.Is(err, ErrChanged) && ctx.Err() == nil }, func() error {
+		var err error
+		d, err = r.decideOnce(ctx, set, self)
+		return err
+	})
+	if errors.Is(err, ErrChanged) {
+		return Decision{}, fmt.Errorf("cluster record %s/%s: %w, %d times", r.Lease.Namespace, r.Lease.Name, err, conflicts.Steps)
+	}
+	return d, err
+}
+
+// decideOnce reads, decides and writes once; ErrChanged means a write lost
+// to another's (or a claim was written): read and decide again.
+func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Decision, error) {
+	in, gone, err := r.input(ctx, set, self)
 	if err != nil {
 		return Decision{}, err
 	}
 	d := Decide(in)
-	if d.Claim {
-		rec, err := r.Lease.Claim(ctx, Record{Pod: r.Pod, UID: r.UID}, self)
-		if err != nil {
+	if d.Role == "" {
+		return Decision{}, fmt.Errorf("%w: %s", ErrNoRole, d.Detail)
+	}
+	if r.Lease == nil {
+		return d, nil
+	}
+	me, err := r.member(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	switch {
+	case d.Claim && in.Record == nil:
+		if _, err := r.Lease.Claim(ctx, Record{Pod: r.Pod, UID: me.UID, Members: []Member{me}}, self); err != nil {
 			return Decision{}, err
 		}
-		in.Record = rec
-		d = Decide(in)
+		return Decision{}, ErrChanged // read what won
+	case d.Claim:
+		if err := r.Lease.Replace(ctx, in.Record, Record{Pod: r.Pod, UID: me.UID, Members: []Member{me}}, self); err != nil {
+			return Decision{}, err
+		}
+		return Decision{}, ErrChanged
+	}
+	next, changed := register(in.Record, me, gone)
+	if !changed {
+		return d, nil
+	}
+	if err := r.Lease.Register(ctx, in.Record, next); err != nil {
+		return Decision{}, err
 	}
 	return d, nil
+}
+
+// register returns rec's member list with me in it, and whether that
+// differs from rec's. It drops the members found gone and the entries me
+// supersedes: an earlier pod of the same name that had no claims (a pod
+// name is unique while the pod exists) or shared a claim with me. A record
+// without a member list is left as it is.
+func register(rec *Record, me Member, gone []Member) ([]Member, bool) {
+	if rec == nil || rec.Members == nil {
+		return nil, false
+	}
+	out := []Member{}
+	found := false
+	for _, m := range rec.Members {
+		switch {
+		case equalMember(m, me):
+			found = true
+		case containsMember(gone, m):
+		case m.Pod == me.Pod && (len(m.Claims) == 0 || m.sharesData(me)):
+		default:
+			out = append(out, m)
+		}
+	}
+	out = append(out, me)
+	return out, !found || len(out) != len(rec.Members)
+}
+
+func containsMember(ms []Member, m Member) bool {
+	for _, o := range ms {
+		if equalMember(o, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalMember(a, b Member) bool {
+	if a.Pod != b.Pod || a.UID != b.UID || len(a.Claims) != len(b.Claims) {
+		return false
+	}
+	for i := range a.Claims {
+		if a.Claims[i] != b.Claims[i] {
+			return false
+		}
+	}
+	return true
 }

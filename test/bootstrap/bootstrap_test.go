@@ -195,12 +195,12 @@ func TestLeaseClaimRace(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("claim %d: %v", i, errs[i])
 		}
-		if *got[i] != *got[0] {
+		if got[i].Pod != got[0].Pod || got[i].UID != got[0].UID {
 			t.Errorf("claim %d sees %v, claim 0 sees %v", i, got[i], got[0])
 		}
 	}
 	rec, err := l.Read(t.Context())
-	if err != nil || *rec != *got[0] {
+	if err != nil || rec.Pod != got[0].Pod || rec.UID != got[0].UID {
 		t.Errorf("lease holds %v (%v), claims saw %v", rec, err, got[0])
 	}
 	winners := slices.IndexFunc(got, func(r *flockbootstrap.Record) bool { return r.UID == "" })

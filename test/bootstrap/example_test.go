@@ -74,7 +74,7 @@ func TestBootstrapExample(t *testing.T) {
 	p := pf{c: c, ns: ns, pod: "db-0", podUID: "from-the-downward-api",
 		args: append(args, "-kubeconfig="+serviceAccountKubeconfig(t, c, ns), "-diagnose")}
 	_, out, stderr := p.main(t.Context())
-	if strings.Contains(out, "MISSING") || strings.Count(out, "rbac:      ok") != 8 {
+	if strings.Contains(out, "MISSING") || strings.Count(out, "rbac:      ok") != 9 {
 		t.Errorf("the example's RBAC does not cover its flags:\n%s\n%s", out, stderr)
 	}
 }

@@ -1,0 +1,101 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// Member is one member's data identity in the cluster record: its pod and
+// the PersistentVolumeClaims its volumes use. A member's data exists while
+// one of its claims exists with the recorded UID or, for a member without
+// claims (emptyDir data), while its pod exists with the recorded UID.
+type Member struct {
+	Pod    string  `json:"pod"`
+	UID    string  `json:"uid"`
+	Claims []Claim `json:"claims,omitempty"`
+}
+
+// Claim names one PersistentVolumeClaim by name and UID: a claim deleted
+// and created again under the same name is a different claim.
+type Claim struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+}
+
+// sharesData reports whether m and o name a common claim.
+func (m Member) sharesData(o Member) bool {
+	for _, a := range m.Claims {
+		for _, b := range o.Claims {
+			if a == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Data reads members' data identities from the API.
+//
+// RBAC: get on pods and on persistentvolumeclaims.
+type Data struct {
+	Client    corev1client.CoreV1Interface
+	Namespace string
+}
+
+// Self returns pod's data identity: its UID and the claims its volumes use
+// (persistentVolumeClaim volumes and generic ephemeral volumes).
+func (d *Data) Self(ctx context.Context, pod string) (Member, error) {
+	p, err := d.Client.Pods(d.Namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return Member{}, fmt.Errorf("read pod %s/%s for its UID and claims: %w", d.Namespace, pod, err)
+	}
+	m := Member{Pod: p.Name, UID: string(p.UID)}
+	for _, v := range p.Spec.Volumes {
+		var name string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			name = p.Name + "-" + v.Name // the generic ephemeral volume's claim
+		default:
+			continue
+		}
+		c, err := d.Client.PersistentVolumeClaims(d.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return Member{}, fmt.Errorf("read claim %s/%s of pod %s: %w", d.Namespace, name, pod, err)
+		}
+		m.Claims = append(m.Claims, Claim{Name: c.Name, UID: string(c.UID)})
+	}
+	return m, nil
+}
+
+// Exists reports whether m's data still exists (see Member).
+func (d *Data) Exists(ctx context.Context, m Member) (bool, error) {
+	if len(m.Claims) == 0 {
+		p, err := d.Client.Pods(d.Namespace).Get(ctx, m.Pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read pod %s/%s of a recorded member: %w", d.Namespace, m.Pod, err)
+		}
+		return string(p.UID) == m.UID, nil
+	}
+	for _, c := range m.Claims {
+		got, err := d.Client.PersistentVolumeClaims(d.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read claim %s/%s of recorded member %s: %w", d.Namespace, c.Name, m.Pod, err)
+		}
+		if string(got.UID) == c.UID && got.DeletionTimestamp == nil { // a terminating claim's data is going
+			return true, nil
+		}
+	}
+	return false, nil
+}
