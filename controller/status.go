@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // Observed is what the reconciler saw and did; Status turns it into the
@@ -50,7 +51,7 @@ func Status(o Observed) flockv1.FlockStatus {
 	pods := map[int32]*corev1.Pod{}
 	for i := range o.Pods {
 		p := &o.Pods[i]
-		ord, ok := ordinal(f.Name, p.Name)
+		ord, ok := ordinal(f, p)
 		if !ok || p.DeletionTimestamp != nil {
 			continue
 		}
@@ -256,18 +257,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// ordinal parses "<flock>-<i>".
-func ordinal(flock, pod string) (int32, bool) {
-	s, ok := strings.CutPrefix(pod, flock+"-")
-	if !ok || s == "" {
-		return 0, false
-	}
-	var n int32
-	for _, c := range s {
-		if c < '0' || c > '9' || n > (1<<31-1)/10-1 {
-			return 0, false
-		}
-		n = n*10 + c - '0'
-	}
-	return n, true
+// ordinal is the pod's ordinal in the Flock's StatefulSet (named after the
+// Flock), by peer.Ordinal; ok is false for a pod that is not one of its members.
+func ordinal(f *flockv1.Flock, p *corev1.Pod) (int32, bool) {
+	n := peer.Ordinal(p.Name, p.Labels, f.Name)
+	return int32(n), n >= 0
 }

@@ -316,13 +316,14 @@ func TestCurrentAssignments(t *testing.T) {
 }
 
 func TestOrdinal(t *testing.T) {
+	f := &flockv1.Flock{ObjectMeta: metav1.ObjectMeta{Name: "zk"}}
 	tests := []struct {
 		pod  string
 		want int32
 		ok   bool
-	}{{"zk-0", 0, true}, {"zk-12", 12, true}, {"zk-", 0, false}, {"zk-a", 0, false}, {"zkx-1", 0, false}, {"zk-1-2", 0, false}, {"zk-99999999999", 0, false}}
+	}{{"zk-0", 0, true}, {"zk-12", 12, true}, {"zk-", -1, false}, {"zk-a", -1, false}, {"zkx-1", -1, false}, {"zk-1-2", -1, false}, {"zk-99999999999", -1, false}, {"zk-01", -1, false}}
 	for _, tt := range tests {
-		if got, ok := ordinal("zk", tt.pod); got != tt.want || ok != tt.ok {
+		if got, ok := ordinal(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tt.pod}}); got != tt.want || ok != tt.ok {
 			t.Errorf("ordinal(zk, %q) = %d, %v; want %d, %v", tt.pod, got, ok, tt.want, tt.ok)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +25,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // Config configures Run.
@@ -361,7 +362,7 @@ var colors = []string{"\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m"
 func (d *demo) print(name, line string) {
 	prefix := fmt.Sprintf("[%s]", name)
 	if d.Color {
-		i, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+		i := max(peer.OrdinalFromName(name), 0)
 		prefix = colors[i%len(colors)] + prefix + "\x1b[0m"
 	}
 	d.outMu.Lock()

@@ -57,11 +57,11 @@ func (r *Replicas) StatefulSet() string {
 
 // Owner returns the name of the StatefulSet that controls pod.
 func Owner(pod *metav1.ObjectMeta) (string, error) {
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || ref.Kind != "StatefulSet" || ref.APIVersion != appsv1.SchemeGroupVersion.String() {
+	name := kube.StatefulSetOf(pod)
+	if name == "" {
 		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoStatefulSet)
 	}
-	return ref.Name, nil
+	return name, nil
 }
 
 // Run resolves the owner, retrying with backoff while the pod cannot be read

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink/hook"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
 )
@@ -97,12 +98,10 @@ type Config struct {
 }
 
 // ServiceFQDN is the governing service's name, e.g. "web.ns.svc.cluster.local".
-func (c *Config) ServiceFQDN() string {
-	return c.Service + "." + c.Namespace + ".svc." + c.Domain
-}
+func (c *Config) ServiceFQDN() string { return peer.FQDN("", c.Service, c.Namespace, c.Domain) }
 
 // Self is this member's FQDN: <hostname>.<service>.<ns>.svc.<domain>.
-func (c *Config) Self() string { return c.Hostname + "." + c.ServiceFQDN() }
+func (c *Config) Self() string { return peer.FQDN(c.Hostname, c.Service, c.Namespace, c.Domain) }
 
 // InitMode reports whether peer-finder exits after the first delivery, as
 // upstream does when only -on-start is given, or with -once. Never with a

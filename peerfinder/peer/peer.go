@@ -1,10 +1,11 @@
 // Package peer defines the value types that flow through flock's pipeline:
 // a Peer, an immutable sorted Set of peers, and the Diff between two sets.
-// It depends on the standard library only.
+// It depends on the standard library and k8s.io/api constants only.
 package peer
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -92,8 +93,11 @@ type Set struct {
 }
 
 // NewSet returns a Set of the given peers, sorted by Key. When several peers
-// share a key, they are merged: IPs and ports are united, Ready is true if
-// any of them is ready, and other fields come from the first one given.
+// share a key (one member seen by several sources), they are merged the
+// same whatever their order: IPs, ports and labels are united; Ready and
+// Serving are true if any of them is, Terminating only if all are; every
+// other field takes the value a peer knows (non-empty, an ordinal >= 0),
+// and the smaller one when two peers disagree.
 func NewSet(peers ...Peer) Set {
 	ps := make([]Peer, 0, len(peers))
 	index := make(map[string]int, len(peers))
@@ -124,6 +128,27 @@ func merge(a, b Peer) Peer {
 		}
 	}
 	slices.SortFunc(a.Ports, ComparePorts)
+	for _, f := range [][2]*string{{&a.Name, &b.Name}, {&a.Pod, &b.Pod}, {&a.UID, &b.UID},
+		{&a.Node, &b.Node}, {&a.Zone, &b.Zone}, {&a.Role, &b.Role}} {
+		if x, y := f[0], *f[1]; *x == "" || y != "" && y < *x {
+			*x = y
+		}
+	}
+	if b.Ordinal >= 0 && (a.Ordinal < 0 || b.Ordinal < a.Ordinal) {
+		a.Ordinal = b.Ordinal
+	}
+	if len(b.Labels) > 0 {
+		labels := maps.Clone(a.Labels)
+		if labels == nil {
+			labels = make(map[string]string, len(b.Labels))
+		}
+		for k, v := range b.Labels {
+			if w, ok := labels[k]; !ok || v < w {
+				labels[k] = v
+			}
+		}
+		a.Labels = labels
+	}
 	return a
 }
 

@@ -15,17 +15,6 @@ import (
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
-// Well-known labels that carry a member's index.
-const (
-	// PodIndexLabel is set by the StatefulSet controller on every pod
-	// (Kubernetes 1.28+).
-	PodIndexLabel = "apps.kubernetes.io/pod-index"
-	// JobCompletionIndexLabel is set by the Job controller on the pods of an
-	// Indexed Job (label since Kubernetes 1.28; the annotation of the same
-	// name is older).
-	JobCompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
-)
-
 // DefaultNameTemplate names each member by its pod host name.
 const DefaultNameTemplate = "{{.Name}}"
 
@@ -146,7 +135,7 @@ func (n *Namer) MemberOf(p peer.Peer) Member {
 	if m.Name == "" {
 		m.Name, _, _ = strings.Cut(p.FQDN, ".")
 	}
-	for _, l := range []string{n.indexLabel, PodIndexLabel, JobCompletionIndexLabel} {
+	for _, l := range []string{n.indexLabel, peer.PodIndexLabel, peer.JobCompletionIndexLabel} {
 		if v, ok := p.Labels[l]; ok && l != "" {
 			m.Index = v
 			break
@@ -248,19 +237,16 @@ func ParseExpected(spec string) ([]string, error) {
 // It fails when self has no "-<ordinal>" suffix.
 func ExpectedFromCount(self string, n int) ([]string, error) {
 	host, _, _ := strings.Cut(self, ".")
-	i := strings.LastIndexByte(host, '-')
-	if i <= 0 {
-		return nil, fmt.Errorf("cannot derive expected names from %q: no -<ordinal> suffix", self)
-	}
-	if _, err := strconv.Atoi(host[i+1:]); err != nil {
+	if peer.OrdinalFromName(host) < 0 {
 		return nil, fmt.Errorf("cannot derive expected names from %q: no -<ordinal> suffix", self)
 	}
 	if n < 0 || n > MaxExpected {
 		return nil, fmt.Errorf("cannot derive %d expected names: at most %d", n, MaxExpected)
 	}
+	prefix := host[:strings.LastIndexByte(host, '-')+1]
 	names := make([]string, 0, n)
 	for j := range n {
-		names = append(names, host[:i+1]+strconv.Itoa(j))
+		names = append(names, prefix+strconv.Itoa(j))
 	}
 	return names, nil
 }

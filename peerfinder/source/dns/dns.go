@@ -20,9 +20,9 @@
 // is the authoritative "no peers yet" a first member needs to learn it is first.
 //
 // Each SRV target becomes one peer: FQDN is the target without the trailing
-// dot, Name its first label, Ports the SRV ports, Ready true, Ordinal the
-// number after the last "-" of Name when that looks like a StatefulSet
-// ordinal (not for dashed-IP names such as "10-1-2-3"), else -1, and IPs the
+// dot, Name its first label, Ports the SRV ports, Ready true, Ordinal from
+// Name by peer.OrdinalFromName (-1 for dashed-IP names such as
+// "10-1-2-3"), and IPs the
 // A/AAAA records for the target found in the same response (CoreDNS sends
 // them as glue in the additional section). Targets without glue are not
 // queried one by one: that would cost two queries per peer per poll, 1,000

@@ -516,30 +516,6 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func TestOrdinal(t *testing.T) {
-	tests := []struct {
-		name string
-		want int
-	}{
-		{"web-0", 0},
-		{"web-12", 12},
-		{"my-db-3", 3},
-		{"web", -1},
-		{"web-", -1},
-		{"-3", -1},
-		{"web-01", -1},
-		{"web-x", -1},
-		{"10-1-2-3", -1},
-		{"fd00--a-1", -1},
-		{"web-99999999999999999999", -1},
-	}
-	for _, tt := range tests {
-		if got := ordinal(tt.name); got != tt.want {
-			t.Errorf("ordinal(%q) = %d, want %d", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestPause(t *testing.T) {
 	src, err := New(Config{Name: svc, Servers: []string{"127.0.0.1:53"}, Period: time.Second, MaxBackoff: 10 * time.Second})
 	if err != nil {

@@ -2,9 +2,7 @@ package dns
 
 import (
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -60,7 +58,7 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 			Name:    name,
 			IPs:     ips[target],
 			Ready:   true,
-			Ordinal: ordinal(name),
+			Ordinal: peer.OrdinalFromName(name),
 		}
 		if srv.Port != 0 {
 			p.Ports = []peer.Port{{Port: int32(srv.Port)}}
@@ -111,30 +109,6 @@ func isHostName(name string) bool {
 	}
 	return true
 }
-
-// ordinal returns N for a name "<prefix>-N" that looks like a StatefulSet pod
-// name (prefix with a letter, N without leading zeros), else -1. Dashed IP
-// addresses, which CoreDNS uses for endpoints without a hostname, give -1.
-func ordinal(name string) int {
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 || i == len(name)-1 {
-		return -1
-	}
-	prefix, digits := name[:i], name[i+1:]
-	if len(digits) > 1 && digits[0] == '0' || !strings.ContainsFunc(prefix, isLetter) {
-		return -1
-	}
-	if net.ParseIP(strings.ReplaceAll(name, "-", ":")) != nil {
-		return -1 // dashed IPv6 such as "fd00--a-1"
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
-}
-
-func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
 
 // keepIPs gives each peer that came without glue the IPs it had in last.
 // A large answer may carry glue for only some targets (see answerComplete),

@@ -34,8 +34,8 @@
 // without publishNotReadyAddresses because EndpointSlices list not-ready
 // endpoints too, with ready=false.
 //
-// Ordinal is the number after the last "-" of the hostname or pod name, -1
-// otherwise. Node and Zone come from the endpoint, Pod and UID from its
+// Ordinal comes from the hostname or pod name by peer.OrdinalFromName (-1
+// for names made from an address). Node and Zone come from the endpoint, Pod and UID from its
 // targetRef, Ports from the slice.
 package endpointslice
 
@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -213,7 +212,7 @@ func deref[T any](p *T, def T) T {
 func Peers(ss []*Slice, o Options) []peer.Peer {
 	ss = slices.Clone(ss)
 	slices.SortFunc(ss, func(a, b *Slice) int { return strings.Compare(a.Name, b.Name) })
-	suffix := "." + strings.ToLower(o.Service+"."+o.Namespace+".svc."+strings.Trim(o.Domain, "."))
+	suffix := "." + peer.FQDN("", o.Service, o.Namespace, o.Domain)
 	byKey := make(map[string]*peer.Peer)
 	for _, s := range ss {
 		for _, e := range s.Endpoints {
@@ -264,30 +263,12 @@ func endpointName(e Endpoint) (string, int) {
 	switch {
 	case e.Hostname != "":
 		h := strings.ToLower(e.Hostname)
-		return h, Ordinal(h)
+		return h, peer.OrdinalFromName(h)
 	case e.Pod != "" && !strings.Contains(e.Pod, "."):
 		p := strings.ToLower(e.Pod)
-		return p, Ordinal(p)
+		return p, peer.OrdinalFromName(p)
 	}
 	return strings.NewReplacer(".", "-", ":", "-").Replace(e.Addresses[0]), -1
-}
-
-// Ordinal returns the number after the last "-" of a StatefulSet pod's
-// name, or -1.
-func Ordinal(name string) int {
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 || i == len(name)-1 {
-		return -1
-	}
-	digits := name[i+1:]
-	if len(digits) > 1 && digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
-		return -1
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil {
-		return -1
-	}
-	return n
 }
 
 func sortedUnique[T comparable](s []T, cmp func(a, b T) int) []T {

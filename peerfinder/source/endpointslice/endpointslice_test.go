@@ -148,17 +148,6 @@ func TestPeersNameClaimedByTwoPods(t *testing.T) {
 	}
 }
 
-func TestOrdinal(t *testing.T) {
-	for name, want := range map[string]int{
-		"web-0": 0, "web-12": 12, "web": -1, "web-": -1, "-1": -1, "web-01": -1, "web-+1": -1,
-		"api-7d9f8-x2k9p": -1, "a-b-3": 3,
-	} {
-		if got := Ordinal(name); got != want {
-			t.Errorf("Ordinal(%q) = %d, want %d", name, got, want)
-		}
-	}
-}
-
 func TestSlimKeepsNoMetadata(t *testing.T) {
 	s := slims(t, slice("a", ep("web-0", true, false, "10.0.0.1")))[0]
 	if s.Labels != nil || s.ManagedFields != nil || s.Name != "a" || s.Namespace != "db" {

@@ -29,8 +29,8 @@
 //
 // Fields: IPs from status.podIPs (all families), Ready from the Ready
 // condition, Pod and UID, Node from spec.nodeName, Labels the pod's labels,
-// Ports the containers' ports, Ordinal from the apps.kubernetes.io/pod-index
-// or batch.kubernetes.io/job-completion-index label (-1 without). Zone comes
+// Ports the containers' ports, Ordinal by peer.Ordinal (the pod-index or Job
+// completion index label, else the name of a StatefulSet's pod). Zone comes
 // from a topology.kubernetes.io/zone label on the pod when there is one and
 // is empty otherwise: reading it from the node would need a get on nodes
 // (a ClusterRole) per pod; the endpointslice source has the zone for free.
@@ -44,7 +44,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,13 +55,6 @@ import (
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
-)
-
-// Label keys read from pods.
-const (
-	LabelPodIndex        = "apps.kubernetes.io/pod-index"
-	LabelCompletionIndex = "batch.kubernetes.io/job-completion-index"
-	LabelZone            = "topology.kubernetes.io/zone"
 )
 
 // Options say how pods become peers.
@@ -246,10 +238,12 @@ func (s *Source) Lookup(ctx context.Context) ([]peer.Peer, error) {
 type Pod struct {
 	metav1.ObjectMeta
 	Hostname, Subdomain, Node string
-	Phase                     corev1.PodPhase
-	IPs                       []string
-	Ready                     bool
-	Ports                     []peer.Port
+	// StatefulSet names the pod's controlling StatefulSet, "" for none.
+	StatefulSet string
+	Phase       corev1.PodPhase
+	IPs         []string
+	Ready       bool
+	Ports       []peer.Port
 }
 
 // Slim is the informer's transform: *corev1.Pod -> *Pod. A *Pod passes
@@ -271,7 +265,7 @@ func slim(p *corev1.Pod) *Pod {
 			Labels: maps.Clone(p.Labels), CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Hostname: p.Spec.Hostname, Subdomain: p.Spec.Subdomain, Node: p.Spec.NodeName,
-		Phase: p.Status.Phase,
+		StatefulSet: kube.StatefulSetOf(&p.ObjectMeta), Phase: p.Status.Phase,
 	}
 	for _, ip := range p.Status.PodIPs {
 		s.IPs = append(s.IPs, ip.IP)
@@ -304,7 +298,7 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 		sub = p.Subdomain
 	}
 	pr := peer.Peer{
-		FQDN:    strings.ToLower(name + "." + sub + "." + o.Namespace + ".svc." + strings.Trim(o.Domain, ".")),
+		FQDN:    peer.FQDN(name, sub, o.Namespace, o.Domain),
 		Name:    name,
 		IPs:     slices.Sorted(slices.Values(p.IPs)),
 		Ready:   p.Ready,
@@ -312,8 +306,8 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 		Pod:     p.Name,
 		UID:     string(p.UID),
 		Node:    p.Node,
-		Zone:    p.Labels[LabelZone],
-		Ordinal: ordinal(p.Labels),
+		Zone:    p.Labels[corev1.LabelTopologyZone],
+		Ordinal: peer.Ordinal(p.Name, p.Labels, p.StatefulSet),
 		Labels:  maps.Clone(p.Labels),
 	}
 	if len(p.Ports) > 0 {
@@ -322,17 +316,6 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 		pr.Ports = slices.Compact(pr.Ports)
 	}
 	return pr, true
-}
-
-func ordinal(l map[string]string) int {
-	for _, k := range []string{LabelPodIndex, LabelCompletionIndex} {
-		if v, ok := l[k]; ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-				return n
-			}
-		}
-	}
-	return -1
 }
 
 // Peers converts the pods into peers sorted by FQDN, one per name (see the

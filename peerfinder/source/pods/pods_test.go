@@ -52,7 +52,7 @@ func notReady(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionF
 func sts(sub string, index string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Spec.Hostname, p.Spec.Subdomain = p.Name, sub
-		p.Labels[LabelPodIndex] = index
+		p.Labels[peer.PodIndexLabel] = index
 	}
 }
 func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
@@ -134,19 +134,19 @@ func TestPeers(t *testing.T) {
 func TestPeerOfFields(t *testing.T) {
 	p := pod("zk-2", "10.0.0.3", sts("zk", "2"))
 	p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::3"})
-	p.Labels[LabelZone] = "zone-b"
+	p.Labels[corev1.LabelTopologyZone] = "zone-b"
 	got, ok := PeerOf(slims(t, p)[0], opts)
 	want := peer.Peer{
 		FQDN: "zk-2.zk.db.svc.cluster.local", Name: "zk-2", IPs: []string{"10.0.0.3", "fd00::3"},
 		Ready: true, Serving: true, Pod: "zk-2", UID: "uid-zk-2", Node: "node-0", Zone: "zone-b", Ordinal: 2,
 		Ports:  []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}},
-		Labels: map[string]string{"app": "web", LabelPodIndex: "2", LabelZone: "zone-b"},
+		Labels: map[string]string{"app": "web", peer.PodIndexLabel: "2", corev1.LabelTopologyZone: "zone-b"},
 	}
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, %v\nwant %+v", got, ok, want)
 	}
 	job := pod("train-worker-3-abcde", "10.0.0.4")
-	job.Labels[LabelCompletionIndex] = "3"
+	job.Labels[peer.JobCompletionIndexLabel] = "3"
 	if got, _ := PeerOf(slims(t, job)[0], opts); got.Ordinal != 3 {
 		t.Errorf("job completion index: ordinal %d, want 3", got.Ordinal)
 	}
