@@ -81,9 +81,9 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 			log.Error("stopped", "err", err)
 			return ExitNotDelivered
 		}
-		var ce *ChildExit
-		if errors.As(err, &ce) {
-			return ce.Status // the command after --, as its status
+		var ex interface{ ExitStatus() int } // see sink.Runner
+		if errors.As(err, &ex) {
+			return ex.ExitStatus() // the command after --, as its status
 		}
 		log.Error("peer-finder failed", "err", err)
 		return ExitError
@@ -177,7 +177,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Wr
 		}()
 		defer func() { stopReap(); <-reaped }()
 	}
-	if err := runPipeline(ctx, p.engine, p.sinks, log); err != nil {
+	if err := runPipeline(ctx, p.engine, p.sinks); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -4,6 +4,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -45,3 +46,29 @@ type Sink interface {
 type Gate interface {
 	HoldsBack() bool
 }
+
+// Runner is an optional capability of a Sink: work that lives beside Apply
+// for the whole run (a Lease campaign, keeping a file's block in place,
+// supervising a child process). A sink that implements Runner works only
+// while its Run runs.
+//
+// The composition root calls Run once, in its own goroutine, concurrently
+// with the engine (so possibly after the first Apply) and the other
+// runners, with a context that ends when peer-finder stops. Run blocks
+// until its work is over. The first part (engine or runner) that returns
+// before that context is done decides peer-finder's outcome, and the
+// others are cancelled with the cause ErrStopped and waited for; an error
+// with an ExitStatus() int method sets the exit status. After the context
+// is done the root waits for every runner, and a runner that returns a
+// non-nil error then (a child that exited after a forwarded SIGTERM)
+// decides the outcome.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// ErrStopped is the cause (context.Cause) of a Runner's context when
+// another part of the pipeline ended first. A runner that supervises
+// something outside stops it on this cause; any other cancellation comes
+// from outside (a signal peer-finder received, which such a runner
+// forwards), and the runner lets its child end on its own terms.
+var ErrStopped = errors.New("pipeline stopped")

@@ -110,22 +110,40 @@ func equalFold(a, b string) bool {
 }
 
 // Sink supervises one child process. Its first successful Apply starts the
-// child; later Applies send the reload signal. It implements sink.Sink.
+// child; later Applies send the reload signal. Run supervises the child
+// (waits for it, forwards signals, reaps orphans) and returns its exit
+// status. It implements sink.Sink and sink.Runner.
 type Sink struct {
 	cfg Config
 	log *slog.Logger
 
 	mu      sync.Mutex
 	cmd     *osexec.Cmd
-	started chan struct{} // closed when the child has started
-	done    chan struct{} // closed when the child has exited
-	code    int           // exit status, valid after done
-	cancel  context.CancelFunc
-	bg      sync.WaitGroup
-	killer  *time.Timer // armed by Stopping
+	sigs    chan os.Signal // subscribed by the Apply that starts the child; drained by Run
+	closed  bool           // Run has returned before the child started: never start it
+	started chan struct{}  // closed when the child has started
+	done    chan struct{}  // closed when the child has exited
+	code    int            // exit status, valid after done
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink   = (*Sink)(nil)
+	_ sink.Runner = (*Sink)(nil)
+)
+
+// ErrClosed is returned by Apply after Run has returned without a child.
+var ErrClosed = errors.New("exec sink stopped")
+
+// ExitError is what Run returns once the child has exited.
+type ExitError struct {
+	// Status is the child's exit status (see ExitStatus).
+	Status int
+}
+
+func (e *ExitError) Error() string { return fmt.Sprintf("command exited with status %d", e.Status) }
+
+// ExitStatus is the status peer-finder exits with (see sink.Runner).
+func (e *ExitError) ExitStatus() int { return e.Status }
 
 // New validates cfg and returns a Sink; nothing is started yet.
 func New(cfg Config) (*Sink, error) {
@@ -161,14 +179,19 @@ func New(cfg Config) (*Sink, error) {
 }
 
 // Apply starts the child on the first call and sends ReloadSignal on later
-// calls. It fails with ErrExited once the child has exited, and with the
-// start error when the child cannot be started (the engine then retries).
+// calls. It fails with ErrExited once the child has exited, with the start
+// error when the child cannot be started (the engine then retries), and
+// with ErrClosed once Run has returned without a child. It starts no
+// goroutine: Run supervises the child.
 func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if s.closed {
+			return fmt.Errorf("exec %s: %w", s.cfg.Argv[0], ErrClosed)
 		}
 		return s.start(d)
 	}
@@ -187,25 +210,21 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	return nil
 }
 
-// start runs the child and the goroutines that wait for it, forward signals
-// and reap orphans. Called with mu held and cmd nil.
+// start runs the child. Called with mu held and cmd nil.
 func (s *Sink) start(d sink.Delivery) error {
 	cmd := osexec.Command(s.cfg.Argv[0], s.cfg.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.cfg.Env, s.cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
-	bgCtx, cancel := context.WithCancel(context.Background())
-	if s.cfg.Reap {
-		if os.Getpid() != 1 {
-			// Before the child starts, so none of its orphans escapes us.
-			if err := reap.SetSubreaper(); err != nil {
-				s.log.Warn("exec: cannot become child subreaper; orphans of the child go to init", "err", err)
-			}
+	if s.cfg.Reap && os.Getpid() != 1 {
+		// Before the child starts, so none of its orphans escapes us.
+		if err := reap.SetSubreaper(); err != nil {
+			s.log.Warn("exec: cannot become child subreaper; orphans of the child go to init", "err", err)
 		}
-		s.bg.Go(func() { _ = reap.Run(bgCtx, reap.Options{Grace: reap.DefaultGrace, Logger: s.log}) })
 	}
 	var sigs chan os.Signal
 	if len(s.cfg.Forward) > 0 {
-		// Subscribe before starting so no signal falls between the two.
+		// Subscribe before starting so no signal falls between the two;
+		// Run forwards what arrives.
 		sigs = make(chan os.Signal, 8)
 		signal.Notify(sigs, s.cfg.Forward...)
 	}
@@ -213,30 +232,51 @@ func (s *Sink) start(d sink.Delivery) error {
 		if sigs != nil {
 			signal.Stop(sigs)
 		}
-		cancel()
-		s.bg.Wait()
 		return fmt.Errorf("exec: start %s: %w", s.cfg.Argv[0], err)
 	}
-	s.cmd, s.cancel = cmd, cancel
+	s.cmd, s.sigs = cmd, sigs
 	close(s.started)
 	s.log.Info("child started", "pid", cmd.Process.Pid, "generation", d.Generation)
+	return nil
+}
 
-	if sigs != nil {
-		s.bg.Go(func() {
-			defer signal.Stop(sigs)
-			for {
-				select {
-				case <-bgCtx.Done():
-					return
-				case sig := <-sigs:
-					if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-						s.log.Warn("exec: cannot forward signal", "signal", sig, "err", err)
-					}
-				}
-			}
-		})
+// Run implements sink.Runner. It waits for the first Apply to start the
+// child (returning nil if ctx ends first, after which Apply starts
+// nothing), then supervises it: forwards signals, reaps orphans (with
+// Reap), and returns an *ExitError with its status when it exits. When ctx
+// ends with the cause sink.ErrStopped (another part of peer-finder ended),
+// Run sends StopSignal; on any other end of ctx (the SIGTERM or SIGINT
+// peer-finder received, already forwarded) it sends nothing. Either way the
+// child is SIGKILLed unless it exited within KillTimeout, so peer-finder
+// does not outlive the kubelet's grace period. Run leaves no goroutine
+// behind.
+func (s *Sink) Run(ctx context.Context) error {
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.closed = true
+		started := s.cmd != nil // an Apply may have won the race
+		s.mu.Unlock()
+		if !started {
+			return nil
+		}
 	}
-	s.bg.Go(func() {
+	s.mu.Lock()
+	cmd, sigs := s.cmd, s.sigs
+	s.mu.Unlock()
+
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	if s.cfg.Reap {
+		wg.Go(func() { _ = reap.Run(bg, reap.Options{Grace: reap.DefaultGrace, Logger: s.log}) })
+	}
+	if sigs != nil {
+		defer signal.Stop(sigs)
+		wg.Go(func() { s.forward(bg, cmd, sigs) })
+	}
+	wg.Go(func() {
 		err := reap.Wait(cmd)
 		code := ExitStatus(cmd.ProcessState, err)
 		s.log.Info("child exited", "pid", cmd.Process.Pid, "status", code)
@@ -245,7 +285,39 @@ func (s *Sink) start(d sink.Delivery) error {
 		s.mu.Unlock()
 		close(s.done)
 	})
-	return nil
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), sink.ErrStopped) {
+			_ = cmd.Process.Signal(s.cfg.StopSignal)
+		}
+		t := time.NewTimer(s.cfg.KillTimeout)
+		select {
+		case <-s.done:
+		case <-t.C:
+			s.log.Warn("exec: child did not stop in time, killing it", "timeout", s.cfg.KillTimeout)
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+		t.Stop()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &ExitError{Status: s.code}
+}
+
+// forward sends the signals that arrive on sigs to the child until ctx ends.
+func (s *Sink) forward(ctx context.Context, cmd *osexec.Cmd, sigs <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-sigs:
+			if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				s.log.Warn("exec: cannot forward signal", "signal", sig, "err", err)
+			}
+		}
+	}
 }
 
 // ExitStatus is the shell-style status of a finished process: its exit code,
@@ -258,90 +330,4 @@ func ExitStatus(ps *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// Started is closed when the child has been started.
-func (s *Sink) Started() <-chan struct{} { return s.started }
-
-// Done is closed when the child has exited; ExitCode is then valid.
-func (s *Sink) Done() <-chan struct{} { return s.done }
-
-// ExitCode returns the child's exit status (see ExitStatus) once Done is
-// closed, and -1 before.
-func (s *Sink) ExitCode() int {
-	select {
-	case <-s.done:
-	default:
-		return -1
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.code
-}
-
-// Stop stops the child, if it runs: StopSignal, then SIGKILL after
-// KillTimeout (or when ctx is done), and waits for it and for the sink's
-// goroutines. It returns the exit status, or -1 when the child never started.
-func (s *Sink) Stop(ctx context.Context) int {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil {
-		return -1
-	}
-	select {
-	case <-s.done:
-	default:
-		_ = cmd.Process.Signal(s.cfg.StopSignal)
-		t := time.NewTimer(s.cfg.KillTimeout)
-		select {
-		case <-s.done:
-		case <-t.C:
-			s.log.Warn("exec: child did not stop in time, killing it", "timeout", s.cfg.KillTimeout)
-			_ = cmd.Process.Kill()
-		case <-ctx.Done():
-			_ = cmd.Process.Kill()
-		}
-		t.Stop()
-		<-s.done
-	}
-	s.Close()
-	return s.ExitCode()
-}
-
-// Stopping tells the sink that the child was asked to stop from outside (the
-// SIGTERM or SIGINT peer-finder received, already forwarded): unless it has
-// exited after KillTimeout, it is SIGKILLed, so that peer-finder does not
-// outlive the kubelet's grace period. It returns at once; calling it again
-// does nothing.
-func (s *Sink) Stopping() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.killer != nil {
-		return
-	}
-	cmd := s.cmd
-	s.killer = time.AfterFunc(s.cfg.KillTimeout, func() {
-		select {
-		case <-s.done:
-		default:
-			s.log.Warn("exec: child did not stop in time, killing it", "timeout", s.cfg.KillTimeout)
-			_ = cmd.Process.Kill()
-		}
-	})
-}
-
-// Close stops forwarding signals and reaping; it does not touch the child.
-// Call it after Done to release the sink's goroutines.
-func (s *Sink) Close() {
-	s.mu.Lock()
-	cancel, killer := s.cancel, s.killer
-	s.mu.Unlock()
-	if killer != nil {
-		killer.Stop()
-	}
-	if cancel != nil {
-		cancel()
-	}
-	s.bg.Wait()
 }

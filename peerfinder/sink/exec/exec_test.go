@@ -11,6 +11,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,9 +96,12 @@ func helperMain(mode string) int {
 			fmt.Println("applied")
 		}
 	}()
-	<-s.Done()
-	s.Close()
-	return s.ExitCode()
+	var ee *ExitError
+	if err := s.Run(context.Background()); !errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		return 92
+	}
+	return ee.Status
 }
 
 // supervisor is a running helper process.
@@ -360,23 +364,50 @@ func TestOrphansReaped(t *testing.T) {
 	}
 }
 
+// runSink runs s.Run until the test ends or stop is called; the result
+// arrives on the returned channel.
+func runSink(t *testing.T, s *Sink) (stop context.CancelCauseFunc, result <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() { done <- s.Run(ctx); close(finished) }()
+	t.Cleanup(func() {
+		cancel(sink.ErrStopped)
+		select {
+		case <-finished:
+		case <-time.After(await.Timeout):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return cancel, done
+}
+
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Run = %v, want an *ExitError", err)
+	}
+	return ee.Status
+}
+
 func TestSinkInProcess(t *testing.T) {
-	// Stop escalates to SIGKILL after KillTimeout; Apply after exit fails.
+	// Stopped by another part (cause sink.ErrStopped): StopSignal, then
+	// SIGKILL after KillTimeout; Apply after exit fails.
 	s, err := New(Config{Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.02; done"}, KillTimeout: 200 * time.Millisecond, Forward: []os.Signal{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.ExitCode(); got != -1 {
-		t.Errorf("ExitCode before start = %d, want -1", got)
-	}
+	stop, result := runSink(t, s)
 	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
 		t.Fatal(err)
 	}
-	await.Done(t, s.Started(), "the command to start")
+	await.Done(t, s.started, "the command to start")
 	time.Sleep(100 * time.Millisecond) // let the shell install its trap
 	start := time.Now()
-	if got := s.Stop(context.Background()); got != 128+9 {
-		t.Errorf("Stop = %d, want 137", got)
+	stop(sink.ErrStopped)
+	if got := exitStatus(t, await.Recv(t, result, "Run to return")); got != 128+9 {
+		t.Errorf("status %d, want 137", got)
 	}
 	if d := time.Since(start); d < 200*time.Millisecond {
 		t.Errorf("SIGKILL after %v, before the kill timeout", d)
@@ -385,16 +416,65 @@ func TestSinkInProcess(t *testing.T) {
 		t.Errorf("Apply after exit = %v, want ErrExited", err)
 	}
 
-	// A command that cannot start is an Apply error.
+	// A command that cannot start is an Apply error; Run ends without one.
 	bad, _ := New(Config{Argv: []string{filepath.Join(t.TempDir(), "missing")}})
 	if err := bad.Apply(context.Background(), sink.Delivery{Generation: 1}); err == nil {
 		t.Error("Apply of a missing command succeeded")
 	}
-	if got := bad.Stop(context.Background()); got != -1 {
-		t.Errorf("Stop of a never-started sink = %d, want -1", got)
+	stopBad, badResult := runSink(t, bad)
+	stopBad(sink.ErrStopped)
+	if err := await.Recv(t, badResult, "Run of a never-started sink to return"); err != nil {
+		t.Errorf("Run of a never-started sink = %v, want nil", err)
+	}
+	if err := bad.Apply(context.Background(), sink.Delivery{Generation: 2}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Apply after Run returned = %v, want ErrClosed", err)
 	}
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a command succeeded")
+	}
+}
+
+// Run sends StopSignal only when another part stopped peer-finder; a
+// cancellation from outside (the SIGTERM peer-finder received, which Run
+// forwards itself) sends nothing more, and the child is killed only after
+// KillTimeout.
+func TestRunStopSignalOnlyWhenStopped(t *testing.T) {
+	for _, tt := range []struct {
+		cause error
+		want  int
+	}{{sink.ErrStopped, 7}, {errors.New("SIGTERM received"), 128 + 9}} {
+		s, err := New(Config{Argv: []string{"sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.02; done"}, KillTimeout: 300 * time.Millisecond, Forward: []os.Signal{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, result := runSink(t, s)
+		if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // let the shell install its trap
+		stop(tt.cause)
+		if got := exitStatus(t, await.Recv(t, result, "Run to return")); got != tt.want {
+			t.Errorf("cancelled with %v: status %d, want %d", tt.cause, got, tt.want)
+		}
+	}
+}
+
+// Apply starts the child and no goroutine: Run supervises it (before, Apply
+// left a waiter, a signal forwarder and a reaper running on
+// context.Background after it returned).
+func TestApplyStartsNoGoroutine(t *testing.T) {
+	s, err := New(Config{Argv: []string{"sleep", "30"}, Forward: []os.Signal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
+		t.Fatal(err)
+	}
+	after := runtime.NumGoroutine()
+	runSink(t, s) // reaps the child at cleanup
+	if after != before {
+		t.Errorf("Apply left %d goroutines running after it returned, want 0", after-before)
 	}
 }
 

@@ -68,10 +68,16 @@ type Options struct {
 	// by the engine's bootstrap timeout. Later incomplete sets are written
 	// without error: a retried pod must not stall the running job.
 	WaitForAll bool
+	// KeepInterval is how often Run checks that the block is still in the
+	// file (DefaultKeepInterval).
+	KeepInterval time.Duration
 	// Logger receives warnings about skipped peers and debug records about
 	// writes; slog.Default() when nil.
 	Logger *slog.Logger
 }
+
+// DefaultKeepInterval is how often Run checks the file by default.
+const DefaultKeepInterval = time.Second
 
 // Sink writes the managed block. It implements sink.Sink.
 type Sink struct {
@@ -81,7 +87,7 @@ type Sink struct {
 	complete bool // a complete set has been written (WaitForAll)
 
 	mu    sync.Mutex
-	block []byte // the block of the newest Apply, which Keep restores
+	block []byte // the block of the newest Apply, which Run restores
 }
 
 // IncompleteError is returned by Apply with Options.WaitForAll while
@@ -95,7 +101,10 @@ func (e *IncompleteError) Error() string {
 	return fmt.Sprintf("hosts file: waiting for the addresses of %d expected names: %s", len(e.Missing), strings.Join(e.Missing, ", "))
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink   = (*Sink)(nil)
+	_ sink.Runner = (*Sink)(nil)
+)
 
 // New validates opts and returns a Sink.
 func New(opts Options) (*Sink, error) {
@@ -155,7 +164,7 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	var renderErr error
 	block := Block(s.opts.ID, plan)
 	res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
-		// Set under the file's lock, so Keep never writes an older block
+		// Set under the file's lock, so Run never writes an older block
 		// over this one.
 		s.mu.Lock()
 		s.block = block
@@ -180,20 +189,25 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	return nil
 }
 
-// Keep checks the file every interval until ctx is done and writes the
+// Run implements sink.Runner: it checks the file every KeepInterval until
+// ctx is done and writes the
 // newest block again when someone else removed or changed it: the kubelet
 // rewrites a pod's /etc/hosts from scratch each time one of the pod's
 // containers starts, so a block written before the app container started is
 // gone once it runs, and no new peer set may ever come to put it back. It
 // logs each restore, and a failing restore once per distinct error.
-func (s *Sink) Keep(ctx context.Context, interval time.Duration) {
+func (s *Sink) Run(ctx context.Context) error {
+	interval := s.opts.KeepInterval
+	if interval <= 0 {
+		interval = DefaultKeepInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastErr string
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		s.mu.Lock()

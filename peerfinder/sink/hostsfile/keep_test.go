@@ -12,19 +12,19 @@ import (
 	"github.com/flockd/flock/peerfinder/sink"
 )
 
-// TestKeepRestoresARewrittenFile: when someone rewrites the file from
+// TestRunRestoresARewrittenFile: when someone rewrites the file from
 // scratch (the kubelet does so to a pod's /etc/hosts at every container
-// start), Keep puts the newest block back without a new delivery, and keeps
+// start), Run puts the newest block back without a new delivery, and keeps
 // the other writer's lines.
-func TestKeepRestoresARewrittenFile(t *testing.T) {
+func TestRunRestoresARewrittenFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
-	s, err := New(Options{Path: path, ID: "web"})
+	s, err := New(Options{Path: path, ID: "web", KeepInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); s.Keep(ctx, 5*time.Millisecond) }()
+	go func() { defer close(done); _ = s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for gen, ip := range []string{"10.0.0.1", "10.0.0.2"} {
 		if err := s.Apply(ctx, sink.Delivery{Set: peer.NewSet(sts("web-0", 0, ip)), Generation: uint64(gen + 1)}); err != nil {

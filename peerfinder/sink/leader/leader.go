@@ -76,7 +76,10 @@ type Sink struct {
 	kick    chan struct{}
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink   = (*Sink)(nil)
+	_ sink.Runner = (*Sink)(nil)
+)
 
 // New validates cfg and returns a Sink.
 func New(cfg Config) (*Sink, error) {
@@ -165,7 +168,7 @@ func (s *Sink) applyLocked(ctx context.Context, d sink.Delivery) error {
 	return nil
 }
 
-// Run campaigns for the Lease until ctx is done, campaigning again whenever
+// Run implements sink.Runner: it campaigns for the Lease until ctx is done, campaigning again whenever
 // leadership is lost, and releases the Lease on return. It returns nil on
 // cancellation or an error for an invalid configuration.
 func (s *Sink) Run(ctx context.Context) error {
