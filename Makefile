@@ -139,6 +139,18 @@ $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	@mv $(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION)/controller-gen $@
 
+# crd-ref-docs renders docs/api.md from api/v1alpha1 (types, doc comments, markers).
+CRD_REF_DOCS_VERSION ?= v0.3.0
+CRD_REF_DOCS := $(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
+
+$(CRD_REF_DOCS):
+	@mkdir -p $(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION).d
+	GOBIN=$(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION).d $(GO) install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
+	@mv $(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION).d/crd-ref-docs $@ && rmdir $(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION).d
+
+api-docs: $(CRD_REF_DOCS) ## Generate docs/api.md, the Flock API reference, from the types in api/v1alpha1.
+	$(CRD_REF_DOCS) --config=hack/api-docs.yaml --source-path=./api --renderer=markdown --output-path=docs/api.md --log-level=ERROR
+
 generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code (api/v1alpha1).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
@@ -146,10 +158,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the Flock CRD and the controller's RBAC
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=flock-controller paths=./api/... paths=./controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
-verify: generate manifests ## Fail when generated files (deepcopy, CRD, RBAC) or go.mod/go.sum are stale.
+verify: generate manifests api-docs ## Fail when generated files (deepcopy, CRD, RBAC, docs/api.md) or go.mod/go.sum are stale.
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
-	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config/crd config/rbac)" || { echo "untracked generated files:"; git ls-files --others --exclude-standard -- api config/crd config/rbac; exit 1; }
+	@git diff --exit-code -- api config/crd config/rbac docs/api.md || { echo "generated files are stale: run 'make generate manifests api-docs' and commit"; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config/crd config/rbac docs/api.md)" || { echo "untracked generated files:"; git ls-files --others --exclude-standard -- api config/crd config/rbac docs/api.md; exit 1; }
 
 KUBECONFIG ?= $(HOME)/.kube/config
 
@@ -160,7 +172,7 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 	@$(GO) build -o $(BIN)/ ./cmd/flock-controller ./cmd/peer-finder
 	@$(FLOCK_CLUSTER) exec -- env BIN=$(BIN) hack/flock-controller-demo.sh
 
-.PHONY: generate manifests verify controller controller-demo
+.PHONY: generate manifests api-docs verify controller controller-demo
 
 .PHONY: help build test mutate fuzz images release release-check demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:
