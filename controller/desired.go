@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -34,8 +35,9 @@ type DesiredInput struct {
 }
 
 // Desired returns the objects a Flock consists of: the governing headless
-// Service, the StatefulSet and, in NodePinned mode, one PersistentVolume per
-// placed active member and volume. It is pure: no I/O, no clock. The
+// Service, the StatefulSet, the PodDisruptionBudget when the Flock asks for
+// one and, in NodePinned mode, one PersistentVolume per placed active
+// member and volume. It is pure: no I/O, no clock. The
 // namespaced objects carry a controller owner reference to the Flock; the
 // volumes carry none, so nothing ever garbage-collects data.
 func Desired(in DesiredInput) ([]client.Object, error) {
@@ -72,7 +74,59 @@ func Desired(in DesiredInput) ([]client.Object, error) {
 		spread(&sts.Spec.Template.Spec, SelectorLabels(f))
 	}
 	objs[1] = sts
+	if pdb := disruptionBudget(f); pdb != nil {
+		objs = append(objs, pdb)
+	}
 	return objs, nil
+}
+
+// PodManagementPolicy is the StatefulSet's policy for f: the Flock's,
+// Parallel when unset.
+func PodManagementPolicy(f *flockv1.Flock) appsv1.PodManagementPolicyType {
+	if f.Spec.PodManagementPolicy == appsv1.OrderedReadyPodManagement {
+		return appsv1.OrderedReadyPodManagement
+	}
+	return appsv1.ParallelPodManagement
+}
+
+func updateStrategy(f *flockv1.Flock) appsv1.StatefulSetUpdateStrategy {
+	u := f.Spec.UpdateStrategy
+	if u.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+	}
+	s := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+	if u.RollingUpdate != nil && u.RollingUpdate.Partition != nil {
+		s.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(*u.RollingUpdate.Partition)}
+	}
+	return s
+}
+
+// disruptionBudget is the Flock's PodDisruptionBudget, nil when it asks
+// for none.
+func disruptionBudget(f *flockv1.Flock) *policyv1.PodDisruptionBudget {
+	b := f.Spec.PodDisruptionBudget
+	if b == nil {
+		return nil
+	}
+	spec := policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(f)}}
+	switch {
+	case b.MinAvailable != nil:
+		spec.MinAvailable = ptr.To(*b.MinAvailable)
+	case b.MaxUnavailable != nil:
+		spec.MaxUnavailable = ptr.To(*b.MaxUnavailable)
+	default:
+		spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            f.Name,
+			Namespace:       f.Namespace,
+			Labels:          SelectorLabels(f),
+			OwnerReferences: ownerRef(f),
+		},
+		Spec: spec,
+	}
 }
 
 // ServiceName is the name of the Flock's governing Service.
@@ -167,8 +221,8 @@ func statefulSet(f *flockv1.Flock, claims []corev1.PersistentVolumeClaim) *appsv
 			Template:             *tmpl,
 			VolumeClaimTemplates: claims,
 			ServiceName:          ServiceName(f),
-			PodManagementPolicy:  appsv1.ParallelPodManagement, // one waiting member never holds back the others
-			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			PodManagementPolicy:  PodManagementPolicy(f),
+			UpdateStrategy:       updateStrategy(f),
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,

@@ -9,9 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -287,6 +289,79 @@ func TestExamples(t *testing.T) {
 			objs, err := Desired(DesiredInput{Flock: &f, Mode: mode, Assign: map[int32]string{0: "n0"}})
 			if err != nil || len(objs) < 2 {
 				t.Fatalf("Desired: %d objects, %v", len(objs), err)
+			}
+		})
+	}
+}
+
+// TestDesiredStatefulSetControls: the Flock's podManagementPolicy,
+// updateStrategy and podDisruptionBudget reach the StatefulSet and the
+// budget; unset, they are Parallel, RollingUpdate and no budget; claims
+// are always retained.
+func TestDesiredStatefulSetControls(t *testing.T) {
+	one := intstr.FromInt32(1)
+	two := intstr.FromInt32(2)
+	half := intstr.FromString("50%")
+	tests := []struct {
+		name     string
+		mod      func(*flockv1.Flock)
+		policy   appsv1.PodManagementPolicyType
+		strategy appsv1.StatefulSetUpdateStrategy
+		budget   *policyv1.PodDisruptionBudgetSpec
+	}{
+		{name: "defaults", mod: func(*flockv1.Flock) {},
+			policy: appsv1.ParallelPodManagement, strategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}},
+		{name: "ordered, partitioned, min available", mod: func(f *flockv1.Flock) {
+			f.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+			f.Spec.UpdateStrategy = flockv1.UpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &flockv1.RollingUpdate{Partition: ptr.To[int32](2)}}
+			f.Spec.PodDisruptionBudget = &flockv1.PodDisruptionBudget{MinAvailable: &two}
+		}, policy: appsv1.OrderedReadyPodManagement,
+			strategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](2)}},
+			budget:   &policyv1.PodDisruptionBudgetSpec{MinAvailable: &two}},
+		{name: "on delete, empty budget", mod: func(f *flockv1.Flock) {
+			f.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+			f.Spec.UpdateStrategy = flockv1.UpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+			f.Spec.PodDisruptionBudget = &flockv1.PodDisruptionBudget{}
+		}, policy: appsv1.ParallelPodManagement, strategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			budget: &policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one}},
+		{name: "max unavailable percentage", mod: func(f *flockv1.Flock) {
+			f.Spec.PodDisruptionBudget = &flockv1.PodDisruptionBudget{MaxUnavailable: &half}
+		}, policy: appsv1.ParallelPodManagement, strategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			budget: &policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &half}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, mode := range []flockv1.Mode{flockv1.ModeNetworkStorage, flockv1.ModeNodePinned} {
+				f := testFlock(tt.mod)
+				objs, err := Desired(DesiredInput{Flock: f, Mode: mode, Assign: map[int32]string{0: "n1"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sts := objs[1].(*appsv1.StatefulSet)
+				if sts.Spec.PodManagementPolicy != tt.policy || !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, tt.strategy) {
+					t.Errorf("%s: policy %s, strategy %+v; want %s, %+v", mode, sts.Spec.PodManagementPolicy, sts.Spec.UpdateStrategy, tt.policy, tt.strategy)
+				}
+				if r := sts.Spec.PersistentVolumeClaimRetentionPolicy; r == nil || r.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || r.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+					t.Errorf("%s: claim retention %+v, want Retain for both", mode, r)
+				}
+				var pdb *policyv1.PodDisruptionBudget
+				for _, o := range objs {
+					if p, ok := o.(*policyv1.PodDisruptionBudget); ok {
+						pdb = p
+					}
+				}
+				switch {
+				case tt.budget == nil && pdb != nil:
+					t.Errorf("%s: a budget %+v, want none", mode, pdb.Spec)
+				case tt.budget != nil && pdb == nil:
+					t.Errorf("%s: no budget, want %+v", mode, tt.budget)
+				case tt.budget != nil:
+					want := tt.budget.DeepCopy()
+					want.Selector = &metav1.LabelSelector{MatchLabels: SelectorLabels(f)}
+					if !equality.Semantic.DeepEqual(pdb.Spec, *want) || pdb.Name != f.Name || pdb.Namespace != f.Namespace || len(pdb.OwnerReferences) != 1 || !*pdb.OwnerReferences[0].Controller {
+						t.Errorf("%s: budget %s/%s %+v owners %v; want %+v, named and controlled by the Flock", mode, pdb.Namespace, pdb.Name, pdb.Spec, pdb.OwnerReferences, *want)
+					}
+				}
 			}
 		})
 	}

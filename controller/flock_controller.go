@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,10 +91,13 @@ const refusalRetry = 30 * time.Second
 // finalizers where the OwnerReferencesPermissionEnforcement admission plugin
 // is on (not on the local cluster, so no test can show it).
 // +kubebuilder:rbac:groups=flockd.io,resources=flocks/finalizers,verbs=update
-// Deleting a StatefulSet (orphaning its pods) only replaces one made with
-// the immutable podManagementPolicy OrderedReady; get reads one the cache
+// Deleting a StatefulSet (orphaning its pods) only replaces one whose
+// immutable podManagementPolicy is not the Flock's; get reads one the cache
 // does not hold (unlabelled, to refuse it).
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
+// PodDisruptionBudgets: the one of spec.podDisruptionBudget, deleted when
+// the field is removed; get reads one the cache does not hold, to refuse it.
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // persistentvolumes patch: server-side apply, and rebinding a Released volume.
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;patch
@@ -197,7 +201,10 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 	if err := r.checkOwnership(ctx, f, objs, own); err != nil {
 		return obs, err
 	}
-	if err := r.replaceOrderedStatefulSet(ctx, f); err != nil {
+	if err := r.replaceStatefulSetForPolicy(ctx, f); err != nil {
+		return obs, err
+	}
+	if err := r.removeDisruptionBudget(ctx, f); err != nil {
 		return obs, err
 	}
 	for _, o := range objs {
@@ -420,12 +427,12 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 	return nil
 }
 
-// replaceOrderedStatefulSet deletes, orphaning its pods, a StatefulSet of
-// the Flock made with podManagementPolicy OrderedReady (by an earlier
-// version; the field is immutable): with it, one member waiting for its node
-// keeps the StatefulSet from re-creating the others. The next reconcile
-// creates it again with Parallel, and it adopts the running pods.
-func (r *Reconciler) replaceOrderedStatefulSet(ctx context.Context, f *flockv1.Flock) error {
+// replaceStatefulSetForPolicy deletes, orphaning its pods, a StatefulSet of
+// the Flock whose podManagementPolicy is not the Flock's (the field is
+// immutable): one made with OrderedReady by an earlier version, or a
+// Flock whose policy was changed. The next reconcile creates it again with
+// the Flock's policy, and it adopts the running pods.
+func (r *Reconciler) replaceStatefulSetForPolicy(ctx context.Context, f *flockv1.Flock) error {
 	var sts appsv1.StatefulSet
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(f), &sts); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -439,7 +446,8 @@ func (r *Reconciler) replaceOrderedStatefulSet(ctx context.Context, f *flockv1.F
 	if sts.DeletionTimestamp != nil {
 		return &pending{after: time.Second, why: "statefulset being replaced"}
 	}
-	if sts.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
+	want := PodManagementPolicy(f)
+	if sts.Spec.PodManagementPolicy == want {
 		return nil
 	}
 	if err := r.checkLeader(ctx); err != nil {
@@ -449,8 +457,30 @@ func (r *Reconciler) replaceOrderedStatefulSet(ctx context.Context, f *flockv1.F
 		return fmt.Errorf("delete statefulset %s to change its pod management policy: %w", sts.Name, err)
 	}
 	r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "StatefulSetReplaced", "Reconcile",
-		"StatefulSet %s is re-created with podManagementPolicy Parallel (was %s); its pods keep running", sts.Name, sts.Spec.PodManagementPolicy)
+		"StatefulSet %s is re-created with podManagementPolicy %s (was %s); its pods keep running", sts.Name, want, sts.Spec.PodManagementPolicy)
 	return &pending{after: time.Second, why: "statefulset being replaced"}
+}
+
+// removeDisruptionBudget deletes the Flock's PodDisruptionBudget when the
+// Flock no longer asks for one (only one it controls).
+func (r *Reconciler) removeDisruptionBudget(ctx context.Context, f *flockv1.Flock) error {
+	if f.Spec.PodDisruptionBudget != nil {
+		return nil
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(f), &pdb); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&pdb, f) || pdb.DeletionTimestamp != nil {
+		return nil
+	}
+	if err := r.checkLeader(ctx); err != nil {
+		return err
+	}
+	if err := r.Client.Delete(ctx, &pdb, client.Preconditions{UID: &pdb.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete poddisruptionbudget %s: %w", pdb.Name, err)
+	}
+	return nil
 }
 
 // pending stops a reconcile that must wait for a change it started; the
@@ -659,6 +689,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&flockv1.Flock{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, byFlockLabel).
 		Watches(&corev1.PersistentVolume{}, byFlockLabel).
 		Watches(&corev1.Node{}, allFlocks, builder.WithPredicates(nodePlacementChanged)).
@@ -690,5 +721,6 @@ func CacheSelectors() map[client.Object]labels.Selector {
 	sel = sel.Add(*req)
 	return map[client.Object]labels.Selector{
 		&corev1.Pod{}: sel, &corev1.PersistentVolume{}: sel, &corev1.Service{}: sel, &appsv1.StatefulSet{}: sel,
+		&policyv1.PodDisruptionBudget{}: sel,
 	}
 }

@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -783,6 +784,9 @@ func TestAPIValidation(t *testing.T) {
 	if l := got.Spec.Storage.Local; l == nil || l.Path != "/var/lib/flock" || l.Size == nil || l.Size.String() != "1Gi" || !slices.Equal(l.Volumes, []string{"data"}) || l.Source != flockv1.LocalVolumeHostPath {
 		t.Errorf("storage.local defaults = %+v", l)
 	}
+	if got.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || got.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || got.Spec.PodDisruptionBudget != nil {
+		t.Errorf("defaults: podManagementPolicy %q, updateStrategy %+v, podDisruptionBudget %v; want Parallel, RollingUpdate, none", got.Spec.PodManagementPolicy, got.Spec.UpdateStrategy, got.Spec.PodDisruptionBudget)
+	}
 	if got.Spec.Mode != flockv1.ModeAuto || got.Spec.Template.Spec.Containers[0].Name != "app" {
 		t.Errorf("stored spec %+v", got.Spec)
 	}
@@ -815,6 +819,17 @@ func TestAPIValidation(t *testing.T) {
 		{"template without containers", func(f *flockv1.Flock) { f.Spec.Template.Spec.Containers = nil }},
 		{"template.spec.nodeName", func(f *flockv1.Flock) { f.Spec.Template.Spec.NodeName = "n1" }},
 		{"bad nodeSelector key", func(f *flockv1.Flock) { f.Spec.NodeSelector = map[string]string{"a b": "x"} }},
+		{"unknown podManagementPolicy", func(f *flockv1.Flock) { f.Spec.PodManagementPolicy = "Random" }},
+		{"unknown updateStrategy", func(f *flockv1.Flock) { f.Spec.UpdateStrategy.Type = "Recreate" }},
+		{"rollingUpdate with OnDelete", func(f *flockv1.Flock) {
+			f.Spec.UpdateStrategy = flockv1.UpdateStrategy{Type: "OnDelete", RollingUpdate: &flockv1.RollingUpdate{Partition: ptr.To[int32](1)}}
+		}},
+		{"negative partition", func(f *flockv1.Flock) {
+			f.Spec.UpdateStrategy.RollingUpdate = &flockv1.RollingUpdate{Partition: ptr.To[int32](-1)}
+		}},
+		{"budget with minAvailable and maxUnavailable", func(f *flockv1.Flock) {
+			f.Spec.PodDisruptionBudget = &flockv1.PodDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+		}},
 	}
 	for _, tt := range invalid {
 		f := e.flock("bad", flockv1.ModeNodePinned, 1)

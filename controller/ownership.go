@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ const (
 	RefusedVolumeNotOwned      = "VolumeNotOwned"
 	RefusedClaimNotOwned       = "ClaimNotOwned"
 	RefusedStoragePathOverlap  = "StoragePathOverlap"
+	RefusedBudgetNotOwned      = "PodDisruptionBudgetNotOwned"
 )
 
 // ownsVolume reports whether pv carries f's labels.
@@ -68,6 +70,14 @@ func (r *Reconciler) checkOwnership(ctx context.Context, f *flockv1.Flock, objs 
 			}
 			if live.UID != "" && !metav1.IsControlledBy(&live, f) {
 				return &Refusal{RefusedStatefulSetNotOwned, fmt.Sprintf("StatefulSet %s exists and is not controlled by this Flock: the controller leaves it alone", key.Name)}
+			}
+		case *policyv1.PodDisruptionBudget:
+			var live policyv1.PodDisruptionBudget
+			if err := r.live(ctx, key, &live); err != nil {
+				return err
+			}
+			if live.UID != "" && !metav1.IsControlledBy(&live, f) {
+				return &Refusal{RefusedBudgetNotOwned, fmt.Sprintf("PodDisruptionBudget %s exists and is not controlled by this Flock: the controller leaves it alone (delete it, or remove spec.podDisruptionBudget)", key.Name)}
 			}
 		case *corev1.PersistentVolume:
 			if _, ok := bound[o.Name]; !ok {

@@ -1,9 +1,11 @@
 package v1alpha1
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Mode says where a Flock keeps its members' data.
@@ -141,9 +143,90 @@ type FlockSpec struct {
 	// tolerated.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// PodManagementPolicy is the StatefulSet's: Parallel (the default)
+	// creates and deletes members without waiting for the others;
+	// OrderedReady creates member i only once members 0..i-1 are Running
+	// and Ready, and removes them in reverse order. With OrderedReady one
+	// member that cannot start holds back every higher ordinal: in
+	// NodePinned mode a member waiting for its node (gone, cordoned,
+	// tainted) keeps the members after it from being re-created, and an
+	// application whose readiness needs a quorum never gets past its first
+	// members. Choose it only for applications that must start one by one
+	// and become Ready alone. The field is immutable on a StatefulSet:
+	// changing it makes the controller delete the StatefulSet, orphaning
+	// its pods, and create it again with the new policy; it adopts the
+	// running pods (StatefulSetReplaced Event).
+	// +kubebuilder:validation:Enum=Parallel;OrderedReady
+	// +kubebuilder:default=Parallel
+	// +optional
+	PodManagementPolicy appsv1.PodManagementPolicyType `json:"podManagementPolicy,omitempty"`
+
+	// UpdateStrategy is the StatefulSet's: RollingUpdate (the default)
+	// replaces members from the highest ordinal down, one at a time, each
+	// once the one before is Ready; rollingUpdate.partition keeps the
+	// members below it on the old template (a canary). OnDelete replaces a
+	// member only when its pod is deleted. Either way, the members keep
+	// their names and data.
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="rollingUpdate is only allowed with type RollingUpdate"
+	// +kubebuilder:default={type: RollingUpdate}
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// PodDisruptionBudget, when set, makes the controller keep a
+	// PodDisruptionBudget named after the Flock over its members, so that
+	// voluntary disruptions (node drains) leave a quorum running. Removing
+	// it removes the budget.
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
 }
 
-// Storage describes the members' persistent volumes.
+// UpdateStrategy says how the members' pods are replaced when the template
+// changes.
+type UpdateStrategy struct {
+	// Type is RollingUpdate or OnDelete.
+	// +kubebuilder:validation:Enum=RollingUpdate;OnDelete
+	// +kubebuilder:default=RollingUpdate
+	// +optional
+	Type appsv1.StatefulSetUpdateStrategyType `json:"type,omitempty"`
+	// RollingUpdate tunes the RollingUpdate type.
+	// +optional
+	RollingUpdate *RollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdate tunes a rolling update.
+type RollingUpdate struct {
+	// Partition: members with an ordinal at or above it are updated, the
+	// others keep the old template until it is lowered. 0 updates all.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Partition *int32 `json:"partition,omitempty"`
+}
+
+// PodDisruptionBudget limits voluntary disruptions of the members. Exactly
+// one of minAvailable and maxUnavailable may be set; with neither,
+// maxUnavailable is 1.
+// +kubebuilder:validation:XValidation:rule="!(has(self.minAvailable) && has(self.maxUnavailable))",message="set minAvailable or maxUnavailable, not both"
+type PodDisruptionBudget struct {
+	// MinAvailable is the number (or percentage) of members that must stay
+	// available, e.g. a quorum: 2 of 3.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+	// MaxUnavailable is the number (or percentage) of members that may be
+	// unavailable at once.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// Storage describes the members' persistent volumes. Data is never
+// deleted by the controller: the StatefulSet's
+// persistentVolumeClaimRetentionPolicy is always Retain for both
+// whenScaled and whenDeleted (not configurable), so scaling down keeps
+// the removed members' claims, deleting the Flock keeps every claim, and
+// in NodePinned mode the volumes and host directories stay too (they carry
+// no owner reference). A member that comes back gets its data again.
 type Storage struct {
 	// VolumeClaimTemplates are used in NetworkStorage mode: member i gets a
 	// claim <template>-<flock>-<i> for each template, as in a StatefulSet.
