@@ -64,6 +64,10 @@ type Reconciler struct {
 	// Leader, if set, returns an error unless this process leads now (see
 	// LeaderCheck); it runs right before each destructive step.
 	Leader func(context.Context) error
+	// AllowedStoragePaths, if not nil, are the host directories a
+	// NodePinned Flock's storage.local.path must be in (or equal); a Flock
+	// outside them is refused (StoragePathNotAllowed).
+	AllowedStoragePaths []string
 }
 
 // checkLeader runs r.Leader, if set.
@@ -168,6 +172,12 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 		return obs, err
 	}
 	obs.Mode = mode
+	if mode == flockv1.ModeNodePinned {
+		// Before anything is placed or made: no volume outside the allowed directories.
+		if ref := StoragePathAllowed(localStorage(f).Path, r.AllowedStoragePaths); ref != nil {
+			return obs, ref
+		}
+	}
 	in := DesiredInput{Flock: f, Mode: mode}
 	if mode == flockv1.ModeNodePinned {
 		p, hostnames, err := r.place(ctx, f)

@@ -51,6 +51,9 @@ type ManagerOptions struct {
 	// Namespace, if set, limits the controller to the Flocks (and the
 	// namespaced objects) of that namespace.
 	Namespace string
+	// AllowedStoragePaths, if not nil, are the host directories NodePinned
+	// Flocks may keep data in (Reconciler.AllowedStoragePaths).
+	AllowedStoragePaths []string
 	// SkipNameValidation allows several managers, one after another, in
 	// one process (tests); controller names must otherwise be unique.
 	SkipNameValidation bool
@@ -170,6 +173,8 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Namespace: o.Namespace,
 		Leader:    leader,
+
+		AllowedStoragePaths: o.AllowedStoragePaths,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		if events != nil {

@@ -35,7 +35,24 @@ const (
 	RefusedClaimNotOwned       = "ClaimNotOwned"
 	RefusedStoragePathOverlap  = "StoragePathOverlap"
 	RefusedBudgetNotOwned      = "PodDisruptionBudgetNotOwned"
+	RefusedStoragePathDenied   = "StoragePathNotAllowed"
 )
+
+// StoragePathAllowed returns a refusal unless path (clean and absolute, as
+// the CRD validates it) is one of the allowed directories or below one.
+// A nil allow list allows every path. It is pure.
+func StoragePathAllowed(p string, allow []string) *Refusal {
+	if allow == nil {
+		return nil
+	}
+	for _, a := range allow {
+		if a = strings.TrimSuffix(a, "/"); p == a || strings.HasPrefix(p, a+"/") {
+			return nil
+		}
+	}
+	return &Refusal{RefusedStoragePathDenied, fmt.Sprintf("storage.local.path %s is outside the directories the administrator allows (%s): the controller creates no volume there",
+		p, strings.Join(allow, ", "))}
+}
 
 // ownsVolume reports whether pv carries f's labels.
 func ownsVolume(f *flockv1.Flock, pv *corev1.PersistentVolume) bool {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,33 @@ func TestStorageOverlap(t *testing.T) {
 				t.Errorf("reason %s", got.Reason)
 			}
 		})
+	}
+}
+
+func TestStoragePathAllowed(t *testing.T) {
+	allow := []string{"/var/lib/flock", "/mnt/disks/"}
+	tests := []struct {
+		path  string
+		allow []string
+		ok    bool
+	}{
+		{"/var/lib/flock", allow, true},
+		{"/var/lib/flock/etcd", allow, true},
+		{"/mnt/disks/ssd0", allow, true},
+		{"/mnt/disks", allow, true},
+		{"/var/lib/flockx", allow, false}, // a prefix, not a parent
+		{"/var/lib", allow, false},
+		{"/home/user", allow, false},
+		{"/anything", nil, true},
+		{"/var/lib/flock", []string{}, false},
+	}
+	for _, tt := range tests {
+		ref := StoragePathAllowed(tt.path, tt.allow)
+		if (ref == nil) != tt.ok {
+			t.Errorf("StoragePathAllowed(%q, %q) = %v, want allowed %v", tt.path, tt.allow, ref, tt.ok)
+		}
+		if ref != nil && (ref.Reason != RefusedStoragePathDenied || !strings.Contains(ref.Message, tt.path)) {
+			t.Errorf("refusal %+v: want reason %s naming the path", ref, RefusedStoragePathDenied)
+		}
 	}
 }

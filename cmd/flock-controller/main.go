@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -43,6 +45,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.manager.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&c.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace; required out of cluster)")
 	fs.StringVar(&c.manager.Namespace, "namespace", "", "reconcile only the Flocks of this namespace (default: all namespaces)")
+	paths := fs.String("allowed-storage-paths", "/var/lib/flock", `comma-separated host directories NodePinned Flocks may keep data in (storage.local.path equal or below one); "*" allows any path`)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit and Go version, then exit")
@@ -51,6 +54,15 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *paths != "*" {
+		c.manager.AllowedStoragePaths = []string{}
+		for _, p := range strings.Split(*paths, ",") {
+			if p = strings.TrimSpace(p); p == "" || !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+				return c, fmt.Errorf("-allowed-storage-paths: %q is not a clean absolute directory other than / (use \"*\" to allow any path)", p)
+			}
+			c.manager.AllowedStoragePaths = append(c.manager.AllowedStoragePaths, p)
+		}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("-log-format=%q: want text or json", c.logFormat)

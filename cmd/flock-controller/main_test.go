@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 )
 
@@ -14,6 +15,9 @@ func TestParseArgs(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
+			if !slices.Equal(c.manager.AllowedStoragePaths, []string{"/var/lib/flock"}) {
+				t.Errorf("AllowedStoragePaths = %q, want /var/lib/flock", c.manager.AllowedStoragePaths)
+			}
 			if !c.manager.LeaderElection || c.manager.MetricsAddr != ":8080" || c.manager.ProbeAddr != ":8081" || c.logFormat != "text" || c.logLevel != slog.LevelInfo {
 				t.Errorf("defaults = %+v", c)
 			}
@@ -23,6 +27,20 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("parsed = %+v", c)
 			}
 		}},
+		{name: "allowed storage paths", args: []string{"-allowed-storage-paths=/mnt/disks, /srv/flock"}, check: func(t *testing.T, c config) {
+			if !slices.Equal(c.manager.AllowedStoragePaths, []string{"/mnt/disks", "/srv/flock"}) {
+				t.Errorf("AllowedStoragePaths = %q", c.manager.AllowedStoragePaths)
+			}
+		}},
+		{name: "any storage path", args: []string{"-allowed-storage-paths=*"}, check: func(t *testing.T, c config) {
+			if c.manager.AllowedStoragePaths != nil {
+				t.Errorf("AllowedStoragePaths = %q, want nil (any)", c.manager.AllowedStoragePaths)
+			}
+		}},
+		{name: "relative storage path", args: []string{"-allowed-storage-paths=data"}, wantErr: true},
+		{name: "unclean storage path", args: []string{"-allowed-storage-paths=/var/lib/../etc"}, wantErr: true},
+		{name: "root storage path", args: []string{"-allowed-storage-paths=/"}, wantErr: true},
+		{name: "empty storage path", args: []string{"-allowed-storage-paths="}, wantErr: true},
 		{name: "bad log format", args: []string{"-log-format=xml"}, wantErr: true},
 		{name: "bad log level", args: []string{"-log-level=loud"}, wantErr: true},
 		{name: "stray argument", args: []string{"extra"}, wantErr: true},
