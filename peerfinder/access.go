@@ -78,9 +78,27 @@ func requiredAccess(cfg *config.Config) []access {
 		add("-hosts-lease", "coordination.k8s.io", "leases", "", "create")
 		add("-hosts-lease", "coordination.k8s.io", "leases", l, "get", "update")
 	}
+	sortAccess(out)
+	return out
+}
+
+// optionalAccess lists the permissions cfg can use but does without: those
+// of -events. It is pure; diagnose reports them without failing.
+func optionalAccess(cfg *config.Config) []access {
+	if !cfg.EventsEnabled() {
+		return nil
+	}
+	var out []access
+	for _, v := range []string{"create", "patch"} {
+		out = append(out, access{Verb: v, Group: "events.k8s.io", Resource: "events", For: []string{"-events"}})
+	}
+	sortAccess(out)
+	return out
+}
+
+func sortAccess(out []access) {
 	slices.SortFunc(out, func(a, b access) int {
 		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Resource, b.Resource),
 			strings.Compare(a.Name, b.Name), strings.Compare(a.Verb, b.Verb))
 	})
-	return out
 }

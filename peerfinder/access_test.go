@@ -129,6 +129,7 @@ var rbacExamples = map[string]config.Config{
 	"cluster-lease.yaml":           {Kube: config.Kube{Sources: []string{"dns"}}, Bootstrap: config.Bootstrap{ClusterLease: "db-cluster", PodUID: "from-downward-api"}},
 	"serviceaccount.yaml":          {Kube: config.Kube{Sources: []string{"dns"}}},
 	"hosts-lease.yaml":             {Kube: config.Kube{Sources: []string{"dns"}}, Sinks: config.Sinks{HostsFile: "/shared/hosts", HostsLease: "hosts-writer"}},
+	"events.yaml":                  {Kube: config.Kube{Sources: []string{"dns"}, Events: config.EventsOn}},
 }
 
 func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {
@@ -195,7 +196,7 @@ func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {
 			t.Errorf("%s: %d Roles and %d RoleBindings, want one each", name, roles, bindings)
 		}
 		var want []string
-		for _, a := range requiredAccess(&cfg) {
+		for _, a := range slices.Concat(requiredAccess(&cfg), optionalAccess(&cfg)) {
 			want = append(want, a.String())
 		}
 		slices.Sort(granted)

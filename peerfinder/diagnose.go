@@ -130,6 +130,17 @@ func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.W
 			fmt.Fprintf(w, "rbac:      MISSING  %s (for %s)\n", a, strings.Join(a.For, ", "))
 		}
 	}
+	for _, a := range optionalAccess(cfg) {
+		allowed, err := canI(ctx, client, cfg.Namespace, a)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "rbac:      cannot check %s: %v\n", a, err)
+		case allowed:
+			fmt.Fprintf(w, "rbac:      optional ok   %s (for %s)\n", a, strings.Join(a.For, ", "))
+		default:
+			fmt.Fprintf(w, "rbac:      optional no   %s (for %s: none are sent; see examples/rbac/events.yaml)\n", a, strings.Join(a.For, ", "))
+		}
+	}
 	svc, err := client.CoreV1().Services(cfg.Namespace).Get(ctx, cfg.Service, metav1.GetOptions{})
 	switch {
 	case err == nil:

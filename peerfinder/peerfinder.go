@@ -66,6 +66,10 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if ev := startEvents(ctx, cfg, log); ev != nil {
+		log = slog.New(ev.Handler(log.Handler()))
+		defer ev.Stop() // after the last record, "giving up" included
+	}
 	if err := run(ctx, cfg, log, stdout); err != nil {
 		var ue *config.UsageError
 		switch {

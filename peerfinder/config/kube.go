@@ -33,6 +33,28 @@ type Kube struct {
 	// label keys whose values on the own pod make it instead.
 	Selector         string
 	SelectorFromSelf []string
+	// Events is -events: EventsAuto, EventsOn or EventsOff.
+	Events string
+}
+
+// The values of -events.
+const (
+	EventsAuto = "auto" // when another flag uses the Kubernetes API
+	EventsOn   = "on"
+	EventsOff  = "off"
+)
+
+// EventsEnabled reports whether peer-finder posts Kubernetes Events on its
+// pod: -events=on, or auto when a source or bootstrap or hosts-file flag
+// already uses the Kubernetes API.
+func (c *Config) EventsEnabled() bool {
+	switch c.Kube.Events {
+	case EventsOn:
+		return true
+	case EventsAuto:
+		return c.Kube.UsesAPI() || c.Bootstrap.NeedsAPI() || c.Sinks.HostsLease != ""
+	}
+	return false
 }
 
 // UsesDNS reports whether the dns source is among the sources.
@@ -100,6 +122,7 @@ func (c *Config) addKubeFlags(fs *flag.FlagSet) {
 	fs.Var((*sourcesFlag)(&c.Kube.Sources), "source", "Where peers come from, comma-separated `names`: dns (SRV records of the service, polled), endpointslice (watch the service's EndpointSlices; RBAC: list,watch endpointslices.discovery.k8s.io), pods (watch pods by -selector or -selector-from-self; RBAC: list,watch pods, plus get with -selector-from-self). Combined, e.g. endpointslice,dns, the peer set is the union by FQDN of the sources' latest answers, first delivered once every source answered; a failing source keeps its last answer.")
 	fs.BoolVar(&c.Kube.IncludeNotReady, "include-not-ready", false, "Include members that are not ready yet (never terminating ones) in the endpointslice and pods sources, for bootstrap; works without publishNotReadyAddresses on the service.")
 	fs.StringVar(&c.Kube.Selector, "selector", "", "Label `selector` of the peer pods for -source=pods, e.g. app=zk (evaluated by the API server).")
+	fs.StringVar(&c.Kube.Events, "events", EventsAuto, "Post Kubernetes Events on this pod ($POD_NAME in $POD_NAMESPACE) for the first delivery, the bootstrap role, a failing and recovered hook or file, the bootstrap timeout and forbidden API requests: on, off, or auto (on when another flag uses the Kubernetes API). Needs create,patch on events.events.k8s.io; without it no Event is sent and nothing else changes.")
 	fs.Var((*labelKeysFlag)(&c.Kube.SelectorFromSelf), "selector-from-self", "For -source=pods without -selector: label `keys` (comma-separated, e.g. app or app,role) whose values on this pod ($POD_NAME, else the host name) select the peers.")
 }
 
@@ -121,6 +144,8 @@ func (c *Config) completeKube(env Env) error {
 		return usage(flag, "applies to -source=pods only")
 	case pods && k.Selector == "" && len(k.SelectorFromSelf) == 0:
 		return usage("selector", "-source=pods needs -selector (e.g. app=zk) or -selector-from-self (e.g. app)")
+	case !slices.Contains([]string{EventsAuto, EventsOn, EventsOff}, k.Events):
+		return usage("events", "want auto, on or off, got %q", k.Events)
 	case k.IncludeNotReady && !k.UsesAPI():
 		return usage("include-not-ready", "applies to the endpointslice and pods sources; DNS cannot tell readiness: set publishNotReadyAddresses: true on the service instead")
 	}
