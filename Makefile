@@ -102,7 +102,7 @@ release-check: ## Check dist/: every file listed in SHA256SUMS and matching, eac
 # Each fuzz target as package:Target; `make test` runs their seed corpora
 # (testdata/fuzz/...) as ordinary tests.
 FUZZ_TARGETS := ./peerfinder/config:FuzzInferDomain ./peerfinder/config:FuzzParse \
-	./peerfinder/sink/hostsfile:FuzzRender ./peerfinder/sink/hostsfile:FuzzParseExpected \
+	./peerfinder/sink/hostsfile:FuzzRender ./peerfinder/sink/hostsfile:FuzzParseExpected ./peerfinder/sink/hostsfile:FuzzTemplate \
 	./peerfinder/sink/hook:FuzzParseCommand ./peerfinder/source/dns:FuzzParse
 FUZZTIME ?= 30s
 

@@ -34,8 +34,8 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, kc *kubeClient) (*boot
 		b.roler.FirstOrdinal = b.replicas.FirstOrdinal
 	}
 	if cfg.Bootstrap.ClusterLease != "" {
-		b.roler.Lease = &bootstrap.Lease{Client: client.CoordinationV1(), Namespace: cfg.Namespace, Name: cfg.Bootstrap.ClusterLease}
-		b.roler.Data = &bootstrap.Data{Client: client.CoreV1(), Namespace: cfg.Namespace}
+		b.roler.Lease = &bootstrap.Lease{Leases: client.Leases, Namespace: cfg.Namespace, Name: cfg.Bootstrap.ClusterLease}
+		b.roler.Data = &bootstrap.Data{Client: client, Namespace: cfg.Namespace}
 	}
 	return b, nil
 }

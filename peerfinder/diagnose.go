@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/bootstrap"
@@ -141,7 +140,7 @@ func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.W
 			fmt.Fprintf(w, "rbac:      optional no   %s (for %s: none are sent; see examples/rbac/events.yaml)\n", a, strings.Join(a.For, ", "))
 		}
 	}
-	svc, err := client.CoreV1().Services(cfg.Namespace).Get(ctx, cfg.Service, metav1.GetOptions{})
+	svc, err := client.Services(cfg.Namespace).Get(ctx, cfg.Service, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		f.service = svc
@@ -164,8 +163,8 @@ func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.W
 }
 
 // canI asks the API server whether this client may do a.
-func canI(ctx context.Context, client kubernetes.Interface, ns string, a access) (bool, error) {
-	r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+func canI(ctx context.Context, client *kube.Client, ns string, a access) (bool, error) {
+	r, err := client.AccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: ns, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Name: a.Name,
 		}},
@@ -255,8 +254,6 @@ func advice(r membership.Reason, f facts) []string {
 		if r == membership.WaitSelf {
 			out = append(out, fmt.Sprintf("this member's name %s is not published; check -hostname (the pod name), -service (the StatefulSet's serviceName) and -domain", cfg.Self()))
 		}
-	case membership.WaitNames:
-		out = append(out, "-wait-for-all holds the first delivery until every expected name (-hosts-expect) has an address: check that those pods exist and have IPs, and that -hosts-name-template gives these names")
 	case membership.WaitExpect:
 		out = append(out, "-expect=auto cannot read the owning StatefulSet; see the expect line above (RBAC get pods, list statefulsets; the pod must be owned by a StatefulSet)")
 	case membership.WaitSize:

@@ -28,11 +28,8 @@ func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 			fmt.Fprintf(w, "ok: generation %d\n", st.Generation)
 		}
 		for _, s := range st.Sinks {
-			switch {
-			case s.Failing:
+			if s.Failing {
 				fmt.Fprintf(w, "sink %s failing (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
-			case s.Pending:
-				fmt.Fprintf(w, "sink %s waiting (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
 			}
 		}
 	})

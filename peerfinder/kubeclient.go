@@ -3,8 +3,6 @@ package peerfinder
 import (
 	"sync"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/config"
 )
@@ -15,7 +13,7 @@ import (
 type kubeClient struct {
 	opts kube.ClientOptions
 	once sync.Once
-	c    kubernetes.Interface
+	c    *kube.Client
 	err  error
 }
 
@@ -27,7 +25,7 @@ func newKubeClient(cfg *config.Config) *kubeClient {
 }
 
 // Get returns the client, or the error building it.
-func (k *kubeClient) Get() (kubernetes.Interface, error) {
+func (k *kubeClient) Get() (*kube.Client, error) {
 	k.once.Do(func() { k.c, k.err = kube.NewClient(k.opts) })
 	return k.c, k.err
 }

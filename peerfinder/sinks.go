@@ -9,7 +9,6 @@ import (
 
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
-	"github.com/flockd/flock/peerfinder/peer"
 	execsink "github.com/flockd/flock/peerfinder/sink/exec"
 	"github.com/flockd/flock/peerfinder/sink/hook"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
@@ -19,11 +18,8 @@ import (
 
 // buildSinks creates the sinks in delivery order: files first, then hooks,
 // then the exec'd main process, so each sees what the ones before it wrote.
-// With -wait-for-all it also returns the expected-names gate for
-// membership (the hosts file's names without an address).
-func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, func(peer.Set) []string, error) {
+func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, error) {
 	var sinks []engine.NamedSink
-	var missing func(peer.Set) []string
 	s := cfg.Sinks
 	if s.HostsFile != "" {
 		hf, err := hostsfile.New(hostsfile.Options{
@@ -32,16 +28,13 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			WaitForAll: s.WaitForAll, Logger: log,
 		})
 		if err != nil {
-			return nil, nil, &config.UsageError{Flag: "hosts-file", Err: err}
-		}
-		if s.WaitForAll {
-			missing = hf.Missing
+			return nil, &config.UsageError{Flag: "hosts-file", Err: err}
 		}
 		var sk engine.NamedSink = engine.NamedSink{Name: "hosts-file", Sink: hf}
 		if s.HostsLease != "" {
 			client, err := kc.Get()
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			ls, err := leader.New(leader.Config{
 				// Follow: with -wait-for-all, a non-writer waits for the
@@ -54,7 +47,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 				Identity: cfg.Bootstrap.PodName + "_" + uuid.NewString(), Logger: log.With("sink", "hosts-file"),
 			})
 			if err != nil {
-				return nil, nil, &config.UsageError{Flag: "hosts-lease", Err: err}
+				return nil, &config.UsageError{Flag: "hosts-lease", Err: err}
 			}
 			sk.Sink = ls
 		}
@@ -63,7 +56,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 	if s.JSONFile != "" {
 		jf, err := jsonfile.New(jsonfile.Options{Path: s.JSONFile, Logger: log})
 		if err != nil {
-			return nil, nil, &config.UsageError{Flag: "json-file", Err: err}
+			return nil, &config.UsageError{Flag: "json-file", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
 	}
@@ -77,7 +70,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			continue
 		}
 		if err := hook.Runnable(c.argv); err != nil {
-			return nil, nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
+			return nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
 		}
 	}
 	if cfg.OnStart != nil || cfg.OnChange != nil {
@@ -90,7 +83,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			Logger:          log,
 		})
 		if err != nil {
-			return nil, nil, &config.UsageError{Flag: "on-start", Err: err}
+			return nil, &config.UsageError{Flag: "on-start", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "hook", Sink: hk})
 	}
@@ -99,9 +92,9 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			Argv: s.Exec, ReloadSignal: s.ReloadSignal, KillTimeout: s.KillTimeout, Reap: true, Logger: log,
 		})
 		if err != nil {
-			return nil, nil, &config.UsageError{Flag: "--", Err: err}
+			return nil, &config.UsageError{Flag: "--", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
 	}
-	return sinks, missing, nil
+	return sinks, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/peerfinder/config"
 )
@@ -20,7 +21,7 @@ func TestBuildSourcesRegistersKubeMetricsOnce(t *testing.T) {
 	cfg.Kube.Sources = []string{config.SourceEndpointSlice, config.SourcePods}
 	cfg.Kube.Selector = "app=web"
 	kc := &kubeClient{}
-	kc.once.Do(func() { kc.c = fake.NewClientset() })
+	kc.once.Do(func() { kc.c = clientset.Wrap(fake.NewClientset()) })
 	reg := prometheus.NewPedanticRegistry()
 	srcs, err := buildSources(cfg, slog.New(slog.DiscardHandler), reg, kc)
 	if err != nil {

@@ -63,15 +63,31 @@ const (
 func main() {
 	pods := flag.Int("pods", 1000, "peers (pods in the service)")
 	idle := flag.Duration("idle", 30*time.Second, "idle window sampled after every finder delivered all peers")
-	keep := flag.Bool("keep", false, "keep the namespace and work dir")
+	keep := flag.Bool("keep", false, "keep the namespace and work dir (its pods fill the kwok nodes: the scheduler places no other pod until it is deleted)")
+	var also binaries
+	flag.Var(&also, "also", "label=path of a further peer-finder binary measured beside this tree's (e.g. one built from an older commit); repeatable")
 	flag.Parse()
-	if err := run(*pods, *idle, *keep); err != nil {
+	if err := run(*pods, *idle, *keep, also); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, idle time.Duration, keep bool) error {
+// binaries are -also flags: further peer-finder binaries to measure.
+type binaries []struct{ label, path string }
+
+func (b *binaries) String() string { return fmt.Sprint(*b) }
+
+func (b *binaries) Set(v string) error {
+	label, path, ok := strings.Cut(v, "=")
+	if !ok || label == "" || path == "" {
+		return errors.New("want label=path")
+	}
+	*b = append(*b, struct{ label, path string }{label, path})
+	return nil
+}
+
+func run(n int, idle time.Duration, keep bool, also binaries) error {
 	env, err := benchkit.LoadEnv("bench-footprint", 200)
 	if err != nil {
 		return err
@@ -107,11 +123,11 @@ func run(n int, idle time.Duration, keep bool) error {
 	if err != nil {
 		return err
 	}
-	common := []string{"-service=" + service, "-ns=" + ns, "-domain=" + env.Domain, "-hostname=" + self}
-	specs := []benchkit.Spec{
-		{Name: "flock endpointslice", Argv: append([]string{pf, "-source=endpointslice", "-kubeconfig=" + env.Kubeconfig}, common...)},
+	if st, err := os.Stat(pf); err == nil {
+		fmt.Fprintf(os.Stderr, "peer-finder binary: %.1f MB (static, stripped, as in the image)\n", float64(st.Size())/1e6)
 	}
 	dnsServer := env.DNS
+	var upstream *benchkit.Spec
 	stopFwd, err := benchkit.Forward(env.DNS)
 	switch {
 	case err != nil:
@@ -126,12 +142,22 @@ func run(n int, idle time.Duration, keep bool) error {
 		if err != nil {
 			return err
 		}
-		specs = append(specs, benchkit.Spec{Name: "upstream peer-finder", Argv: argv})
+		upstream = &benchkit.Spec{Name: "upstream peer-finder", Argv: argv}
 	}
-	specs = append(specs, benchkit.Spec{Name: "flock dns", Argv: append([]string{pf, "-source=dns", "-dns-server=" + dnsServer}, common...)})
-	// Same order in the table as in the latency benchmark.
-	if len(specs) == 3 {
-		specs[1], specs[2] = specs[2], specs[1]
+	common := []string{"-service=" + service, "-ns=" + ns, "-domain=" + env.Domain, "-hostname=" + self}
+	flock := func(label, bin string) []benchkit.Spec {
+		return []benchkit.Spec{
+			{Name: label + " endpointslice", Argv: append([]string{bin, "-source=endpointslice", "-kubeconfig=" + env.Kubeconfig}, common...)},
+			{Name: label + " pods", Argv: append([]string{bin, "-source=pods", "-selector=app=" + service, "-kubeconfig=" + env.Kubeconfig}, common...)},
+			{Name: label + " dns", Argv: append([]string{bin, "-source=dns", "-dns-server=" + dnsServer}, common...)},
+		}
+	}
+	specs := flock("flock", pf)
+	if upstream != nil {
+		specs = append(specs, *upstream)
+	}
+	for _, b := range also {
+		specs = append(specs, flock(b.label, b.path)...)
 	}
 
 	finders, err := benchkit.Start(dir, specs)

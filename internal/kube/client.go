@@ -6,9 +6,22 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 
-	"k8s.io/client-go/kubernetes"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -54,15 +67,147 @@ func RESTConfig(o ClientOptions) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// NewClient returns a clientset for o.
-func NewClient(o ClientOptions) (kubernetes.Interface, error) {
+// Resource is a typed client of one kind of object T with list type L:
+// what peer-finder asks of a resource. client-go's generated clients (e.g.
+// clientset.CoreV1().Pods(ns)) implement it.
+type Resource[T, L runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// Creator creates objects of type T, e.g. SelfSubjectAccessReviews.
+type Creator[T runtime.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+}
+
+// Client is peer-finder's access to the Kubernetes API: one typed client
+// per resource it uses. Every field is set.
+//
+// NewClient builds it on REST clients whose scheme holds only these
+// resources' API groups, instead of client-go's clientset: the clientset's
+// scheme registers every built-in API group at init and links their types,
+// generated clients, apply configurations and the OpenAPI models (about
+// 25 MB of peer-finder's binary, most of its resident memory; see
+// bench/README.md). Tests may wrap a clientset (fake or real) with package
+// kube/clientset.
+type Client struct {
+	Pods           func(namespace string) Resource[*corev1.Pod, *corev1.PodList]
+	Services       func(namespace string) Resource[*corev1.Service, *corev1.ServiceList]
+	Claims         func(namespace string) Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
+	EndpointSlices func(namespace string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
+	StatefulSets   func(namespace string) Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList]
+	Leases         func(namespace string) Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
+	Events         func(namespace string) Resource[*eventsv1.Event, *eventsv1.EventList]
+	AccessReviews  func() Creator[*authorizationv1.SelfSubjectAccessReview]
+	// WatchListUnsupported is true for a client that cannot stream lists
+	// (client-go's fake clientset): informers then list and watch.
+	WatchListUnsupported bool
+}
+
+// IsWatchListSemanticsUnSupported is read by client-go's watchlist package.
+func (c *Client) IsWatchListSemanticsUnSupported() bool { return c.WatchListUnsupported }
+
+// scheme holds the API groups of Client's resources (and meta/v1's
+// unversioned types, as client-go's scheme does).
+var (
+	scheme     = runtime.NewScheme()
+	codecs     = serializer.NewCodecFactory(scheme)
+	paramCodec = runtime.NewParameterCodec(scheme)
+)
+
+func init() {
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(discoveryv1.AddToScheme(scheme))
+	utilruntime.Must(appsv1.AddToScheme(scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(scheme))
+	utilruntime.Must(authorizationv1.AddToScheme(scheme))
+	utilruntime.Must(eventsv1.AddToScheme(scheme))
+}
+
+// NewClient returns a Client for o.
+func NewClient(o ClientOptions) (*Client, error) {
 	cfg, err := RESTConfig(o)
 	if err != nil {
 		return nil, err
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	return NewClientForConfig(cfg)
+}
+
+// NewClientForConfig returns a Client for cfg; its REST clients share one
+// HTTP client (one connection pool) as a clientset's do.
+func NewClientForConfig(cfg *rest.Config) (*Client, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, fmt.Errorf("kubernetes http client: %w", err)
 	}
-	return c, nil
+	group := func(gv schema.GroupVersion) (rest.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion = &gv
+		c.APIPath = "/apis"
+		if gv.Group == "" {
+			c.APIPath = "/api"
+		}
+		c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
+		r, err := rest.RESTClientForConfigAndClient(c, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client for %s: %w", gv, err)
+		}
+		return r, nil
+	}
+	core, err := group(corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := group(discoveryv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	apps, err := group(appsv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	coord, err := group(coordinationv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := group(authorizationv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := group(eventsv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		Pods: func(ns string) Resource[*corev1.Pod, *corev1.PodList] {
+			return newTyped[corev1.Pod, corev1.PodList](core, "pods", ns)
+		},
+		Services: func(ns string) Resource[*corev1.Service, *corev1.ServiceList] {
+			return newTyped[corev1.Service, corev1.ServiceList](core, "services", ns)
+		},
+		Claims: func(ns string) Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList] {
+			return newTyped[corev1.PersistentVolumeClaim, corev1.PersistentVolumeClaimList](core, "persistentvolumeclaims", ns)
+		},
+		EndpointSlices: func(ns string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList] {
+			return newTyped[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList](disc, "endpointslices", ns)
+		},
+		StatefulSets: func(ns string) Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+			return newTyped[appsv1.StatefulSet, appsv1.StatefulSetList](apps, "statefulsets", ns)
+		},
+		Leases: func(ns string) Resource[*coordinationv1.Lease, *coordinationv1.LeaseList] {
+			return newTyped[coordinationv1.Lease, coordinationv1.LeaseList](coord, "leases", ns)
+		},
+		Events: func(ns string) Resource[*eventsv1.Event, *eventsv1.EventList] {
+			return newTyped[eventsv1.Event, eventsv1.EventList](evs, "events", ns)
+		},
+		AccessReviews: func() Creator[*authorizationv1.SelfSubjectAccessReview] {
+			// Cluster-scoped and never listed (metav1.List stands for its list type).
+			return newTyped[authorizationv1.SelfSubjectAccessReview, metav1.List](authz, "selfsubjectaccessreviews", "")
+		},
+	}, nil
 }

@@ -6,7 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/flockd/flock/internal/kube"
 )
 
 // Member is one member's data identity in the cluster record: its pod and
@@ -42,7 +43,7 @@ func (m Member) sharesData(o Member) bool {
 //
 // RBAC: get on pods and on persistentvolumeclaims.
 type Data struct {
-	Client    corev1client.CoreV1Interface
+	Client    *kube.Client
 	Namespace string
 }
 
@@ -64,7 +65,7 @@ func (d *Data) Self(ctx context.Context, pod string) (Member, error) {
 		default:
 			continue
 		}
-		c, err := d.Client.PersistentVolumeClaims(d.Namespace).Get(ctx, name, metav1.GetOptions{})
+		c, err := d.Client.Claims(d.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return Member{}, fmt.Errorf("read claim %s/%s of pod %s: %w", d.Namespace, name, pod, err)
 		}
@@ -86,7 +87,7 @@ func (d *Data) Exists(ctx context.Context, m Member) (bool, error) {
 		return string(p.UID) == m.UID, nil
 	}
 	for _, c := range m.Claims {
-		got, err := d.Client.PersistentVolumeClaims(d.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		got, err := d.Client.Claims(d.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

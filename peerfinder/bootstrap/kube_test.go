@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestLeaseClaimAndRead(t *testing.T) {
 	ctx := t.Context()
 	c := fake.NewClientset()
-	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	l := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	if rec, err := l.Read(ctx); err != nil || rec != nil {
 		t.Fatalf("Read() on no lease = %v, %v; want nil, nil", rec, err)
 	}
@@ -53,7 +54,7 @@ func TestLeaseClaimAndRead(t *testing.T) {
 func TestLeaseClaimFillsEmptyLease(t *testing.T) {
 	ctx := t.Context()
 	c := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "db-formed", Namespace: "ns"}})
-	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	l := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	if rec, err := l.Read(ctx); err != nil || rec != nil {
 		t.Fatalf("Read() on empty lease = %v, %v; want nil", rec, err)
 	}
@@ -66,7 +67,7 @@ func TestLeaseClaimFillsEmptyLease(t *testing.T) {
 func TestRolerPodZeroLostItsData(t *testing.T) {
 	ctx := t.Context()
 	c := fake.NewClientset()
-	lease := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	lease := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
 	steps := []struct {
 		pod, uid string
@@ -111,7 +112,7 @@ func ownedPod(name string, owner *appsv1.StatefulSet) *corev1.Pod {
 func TestReplicasFollowsScale(t *testing.T) {
 	ss := statefulSet("db", 3)
 	c := fake.NewClientset(ss, ownedPod("db-0", ss), statefulSet("other", 7))
-	r := &Replicas{Client: c, Namespace: "ns", Pod: "db-0"}
+	r := &Replicas{Client: clientset.Wrap(c), Namespace: "ns", Pod: "db-0"}
 	ctx, cancel := context.WithCancel(t.Context())
 	up := make(chan int)
 	errc := make(chan error)
@@ -150,7 +151,7 @@ func TestReplicasFollowsScale(t *testing.T) {
 
 func TestReplicasWithoutStatefulSetOwner(t *testing.T) {
 	c := fake.NewClientset(ownedPod("api-7d9f", nil))
-	r := &Replicas{Client: c, Namespace: "ns", Pod: "api-7d9f"}
+	r := &Replicas{Client: clientset.Wrap(c), Namespace: "ns", Pod: "api-7d9f"}
 	err := r.Run(t.Context(), make(chan int))
 	if !errors.Is(err, ErrNoStatefulSet) {
 		t.Fatalf("Run() = %v, want ErrNoStatefulSet", err)
@@ -160,7 +161,7 @@ func TestReplicasWithoutStatefulSetOwner(t *testing.T) {
 func TestReplicasRetriesUntilPodExists(t *testing.T) {
 	ss := statefulSet("db", 2)
 	c := fake.NewClientset(ss)
-	r := &Replicas{Client: c, Namespace: "ns", Pod: "db-1", RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond}
+	r := &Replicas{Client: clientset.Wrap(c), Namespace: "ns", Pod: "db-1", RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	up := make(chan int)
@@ -194,7 +195,7 @@ func TestRolerKeepsItsRoleWhenTheLeaseIsUnreadable(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := &Roler{Lease: &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}, Pod: "db-0", UID: "u0"}
+	r := &Roler{Lease: &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}, Pod: "db-0", UID: "u0"}
 	set := peer.NewSet(member("db-0", 0))
 	down.Store(true)
 	if got, err := r.Role(ctx, set, fqdn("db-0")); err == nil {

@@ -10,7 +10,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/flockd/flock/internal/kube"
 )
 
 // Annotations and labels peer-finder writes on its cluster-record Lease.
@@ -33,7 +34,8 @@ const (
 //
 // RBAC: create on leases, and get and update on the named Lease.
 type Lease struct {
-	Client    coordinationclient.LeasesGetter
+	// Leases is the Lease client of a namespace, e.g. kube.Client.Leases.
+	Leases    func(namespace string) kube.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	Namespace string
 	Name      string
 	// Now is the clock for spec.acquireTime; nil means time.Now.
@@ -43,7 +45,7 @@ type Lease struct {
 // Read returns the record, or nil when the Lease does not exist or names
 // nobody.
 func (l *Lease) Read(ctx context.Context) (*Record, error) {
-	obj, err := l.Client.Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	obj, err := l.Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -71,7 +73,7 @@ func (l *Lease) Register(ctx context.Context, prev *Record, members []Member) er
 }
 
 func (l *Lease) update(ctx context.Context, prev *Record, change func(*coordinationv1.Lease) error) error {
-	leases := l.Client.Leases(l.Namespace)
+	leases := l.Leases(l.Namespace)
 	obj, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return ErrChanged
@@ -102,7 +104,7 @@ func (l *Lease) update(ctx context.Context, prev *Record, change func(*coordinat
 // one succeeds. It returns the record now in force: rec when this claim won,
 // the other pod's record when it lost.
 func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, error) {
-	leases := l.Client.Leases(l.Namespace)
+	leases := l.Leases(l.Namespace)
 	for attempt := 0; ; attempt++ {
 		if attempt == 5 {
 			return nil, fmt.Errorf("claim lease %s/%s: still conflicting after %d attempts", l.Namespace, l.Name, attempt)

@@ -7,6 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/flockd/flock/internal/kube/clientset"
 )
 
 // TestReplicasLookup covers diagnose mode's one-shot read: the owner's
@@ -39,7 +41,7 @@ func TestReplicasLookup(t *testing.T) {
 		{pod: "missing", wantErr: "get pod ns/missing"},
 	} {
 		t.Run(tt.pod, func(t *testing.T) {
-			r := &Replicas{Client: c, Namespace: "ns", Pod: tt.pod}
+			r := &Replicas{Client: clientset.Wrap(c), Namespace: "ns", Pod: tt.pod}
 			name, replicas, first, err := r.Lookup(t.Context())
 			switch {
 			case tt.wantNoOwner:

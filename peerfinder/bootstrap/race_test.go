@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -63,7 +64,7 @@ func loseUpdate(t *testing.T, c *fake.Clientset, winner *coordinationv1.Lease) *
 func TestClaimLostOnCreateReturnsTheWinnersRecord(t *testing.T) {
 	c := fake.NewClientset()
 	creates := loseCreate(t, c, formedLease("db-1", "u1"))
-	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	l := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	got, err := l.Claim(t.Context(), Record{Pod: "db-0", UID: "u0"}, fqdn("db-0"))
 	if err != nil {
 		t.Fatalf("Claim() = %v", err)
@@ -83,7 +84,7 @@ func TestClaimLostOnUpdateReturnsTheWinnersRecord(t *testing.T) {
 	empty := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "db-formed", Namespace: "ns"}}
 	c := fake.NewClientset(empty)
 	updates := loseUpdate(t, c, formedLease("db-1", "u1"))
-	l := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	l := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	got, err := l.Claim(t.Context(), Record{Pod: "db-0", UID: "u0"}, fqdn("db-0"))
 	if err != nil {
 		t.Fatalf("Claim() = %v", err)
@@ -129,7 +130,7 @@ func TestRolerAfterALostClaimJoins(t *testing.T) {
 				c = fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "db-formed", Namespace: "ns"}})
 			}
 			lost := tt.lose(t, c, tt.winner)
-			r := &Roler{Lease: &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}, Pod: tt.self, UID: "u-self"}
+			r := &Roler{Lease: &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}, Pod: tt.self, UID: "u-self"}
 			got, err := r.Role(t.Context(), tt.set, fqdn(tt.self))
 			if err != nil || got != string(Join) {
 				t.Fatalf("Role() after a lost claim = %q, %v; want join", got, err)

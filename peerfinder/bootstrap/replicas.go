@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/flockd/flock/internal/kube"
@@ -30,7 +29,7 @@ var ErrNoStatefulSet = errors.New("pod is not controlled by a StatefulSet")
 //
 // RBAC: get on pods (this pod), and list and watch on statefulsets.
 type Replicas struct {
-	Client    kubernetes.Interface
+	Client    *kube.Client
 	Namespace string
 	// Pod is this pod's name.
 	Pod    string
@@ -83,7 +82,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 	var name string
 	var lastErr string
 	for wait := lo; ; wait = min(2*wait, hi) {
-		pod, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
+		pod, err := r.Client.Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
 		if err == nil {
 			if name, err = Owner(&pod.ObjectMeta); err != nil {
 				return err
@@ -109,7 +108,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := cache.ToListWatcherWithWatchListSemantics(
-		kube.SelectedListWatch(r.Client.AppsV1().StatefulSets(r.Namespace), "", byName),
+		kube.SelectedListWatch(r.Client.StatefulSets(r.Namespace), "", byName),
 		r.Client) // fake clients opt out of streaming lists this way
 	changed := make(chan struct{}, 1)
 	notify := func(any) {
@@ -175,14 +174,14 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 // ordinal, with the same permissions as Run (get pods; list statefulsets).
 // Diagnose mode uses it.
 func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int, err error) {
-	pod, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
+	pod, err := r.Client.Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("get pod %s/%s: %w", r.Namespace, r.Pod, err)
 	}
 	if name, err = Owner(&pod.ObjectMeta); err != nil {
 		return "", 0, 0, err
 	}
-	list, err := r.Client.AppsV1().StatefulSets(r.Namespace).List(ctx, metav1.ListOptions{
+	list, err := r.Client.StatefulSets(r.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
 	})
 	if err != nil {

@@ -76,6 +76,8 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-json-file=j", "-hosts-lease=x"}, "hosts-lease"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-lease=Bad_Name"}, "hosts-lease"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-name-template={{.Role"}, "hosts-name-template"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-name-template={{.Nope}}"}, "hosts-name-template"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-alias-template={{range .Labels}}x{{end}}"}, "hosts-alias-template"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-expect=ps=x"}, "hosts-expect"},
 		{[]string{"-service=web", "-json-file=j", "-reload-signal=HUP"}, "reload-signal"},
 		{[]string{"-service=web", "-once", "--", "sleep", "1"}, "once"},

@@ -6,17 +6,22 @@
 // The Events mirror log records: each of these changes is logged exactly
 // once, with a constant message, where it happens, so Handler (a
 // slog.Handler in front of the real one) turns those records into Events
-// (Of is the pure mapping) and no component knows about Events. Sending is
-// client-go's events broadcaster (events.k8s.io/v1, reporting controller
-// "peer-finder"): it deduplicates repeats into a series and sends
-// asynchronously, dropping when its queue is full, so posting never blocks
-// delivery. When RBAC forbids creating Events, one warning is logged and
-// nothing else changes.
+// (Of is the pure mapping) and no component knows about Events. Sending
+// (events.k8s.io/v1, reporting controller "peer-finder") is asynchronous,
+// dropping when the queue is full, so posting never blocks delivery; a
+// repeat of an Event within seriesWindow updates its series (count and last
+// time) instead of creating another, as client-go's events broadcaster does.
+// The broadcaster itself is not used: it links client-go's clientset and
+// every API group (see bench/README.md, "Footprint"). When RBAC forbids
+// creating Events, one warning is logged and nothing else changes.
 package events
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,12 +30,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 
 	"github.com/flockd/flock/internal/kube"
 )
@@ -50,31 +50,40 @@ type Event struct {
 // queued, waiting a bounded time.
 type Recorder struct {
 	log       *slog.Logger
-	client    kubernetes.Interface
+	client    *kube.Client
 	namespace string
 	pod, uid  string
+	instance  string // reportingInstance
+	now       func() time.Time
 
 	mu        sync.RWMutex // Post holds it to read, Stop to close queue
 	stopped   bool
 	queue     chan Event
 	done      chan struct{}
 	delivered atomic.Bool // the first "peers delivered" was seen
-
-	sink *trackingSink
+	forbidden bool        // logged once; owned by run
+	series    map[Event]*eventsv1.Event
 }
 
-// queueSize bounds the Events waiting for the pod's UID; more are dropped.
+// queueSize bounds the Events waiting to be sent; more are dropped.
 const queueSize = 64
+
+// seriesWindow is how long a repeated Event extends the first one's series
+// (client-go's broadcaster: 6 minutes).
+const seriesWindow = 6 * time.Minute
+
+// stopBudget bounds how long Stop waits for queued Events to be sent.
+const stopBudget = 2 * time.Second
 
 // Start returns a Recorder for pod in namespace. uid is the pod's UID
 // ($POD_UID); when empty the Recorder reads the pod once (get pods) so
 // that kubectl describe pod shows the Events, and posts without a UID when
 // it cannot. It sends until Stop.
-func Start(ctx context.Context, client kubernetes.Interface, namespace, pod, uid string, log *slog.Logger) *Recorder {
+func Start(ctx context.Context, client *kube.Client, namespace, pod, uid string, log *slog.Logger) *Recorder {
+	host, _ := os.Hostname()
 	r := &Recorder{
-		log: log, client: client, namespace: namespace, pod: pod, uid: uid,
-		queue: make(chan Event, queueSize), done: make(chan struct{}),
-		sink: &trackingSink{EventSinkImpl: events.EventSinkImpl{Interface: client.EventsV1()}, log: log},
+		log: log, client: client, namespace: namespace, pod: pod, uid: uid, instance: Controller + "-" + host, now: time.Now,
+		queue: make(chan Event, queueSize), done: make(chan struct{}), series: make(map[Event]*eventsv1.Event),
 	}
 	go r.run(context.WithoutCancel(ctx))
 	return r
@@ -82,11 +91,10 @@ func Start(ctx context.Context, client kubernetes.Interface, namespace, pod, uid
 
 func (r *Recorder) run(ctx context.Context) {
 	defer close(r.done)
-	ctx = klog.NewContext(ctx, kube.Logr(r.log.With("component", "events"))) // client-go's own lines at debug
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.namespace, Name: r.pod, UID: types.UID(r.uid)}
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.namespace, Name: r.pod, UID: types.UID(r.uid)}
 	if r.uid == "" {
 		getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		p, err := r.client.CoreV1().Pods(r.namespace).Get(getCtx, r.pod, metav1.GetOptions{})
+		p, err := r.client.Pods(r.namespace).Get(getCtx, r.pod, metav1.GetOptions{})
 		cancel()
 		if err == nil {
 			ref.UID = p.UID
@@ -94,38 +102,72 @@ func (r *Recorder) run(ctx context.Context) {
 			r.log.Debug("events without the pod's UID: cannot read the pod (set POD_UID from the downward API)", "pod", r.pod, "err", err)
 		}
 	}
-	b := events.NewBroadcaster(r.sink)
-	sendCtx, stopSending := context.WithCancel(ctx)
-	defer stopSending()
-	if err := b.StartRecordingToSinkWithContext(sendCtx); err != nil {
-		r.log.Warn("cannot start posting events", "err", err)
-		for range r.queue {
-		}
-		return
-	}
-	// Eventf hands each Event to the broadcaster on a goroutine of its own;
-	// a second watcher counts what arrived, so Stop shuts the broadcaster
-	// down only after every Event reached the sender.
-	var arrived atomic.Int64
-	stopCounting, err := b.StartEventWatcher(func(runtime.Object) { arrived.Add(1) })
-	if err != nil {
-		r.log.Warn("cannot start posting events", "err", err)
-		for range r.queue {
-		}
-		return
-	}
-	rec := b.NewRecorder(scheme.Scheme, Controller)
-	var posted int64
+	var deadline time.Time // set once Stop closed the queue
 	for e := range r.queue {
-		rec.Eventf(ref, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
-		posted++
+		r.mu.RLock()
+		stopping := r.stopped
+		r.mu.RUnlock()
+		if stopping && deadline.IsZero() {
+			deadline = time.Now().Add(stopBudget)
+		}
+		sendCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if !deadline.IsZero() {
+			if time.Now().After(deadline) {
+				cancel()
+				r.log.Debug("event dropped: stopping", "reason", e.Reason)
+				continue
+			}
+			sendCtx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		r.send(sendCtx, ref, e)
+		cancel()
 	}
-	for deadline := time.Now().Add(2 * time.Second); arrived.Load() < posted && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+}
+
+// send creates e, or extends the series of the same Event sent within
+// seriesWindow.
+func (r *Recorder) send(ctx context.Context, ref corev1.ObjectReference, e Event) {
+	events := r.client.Events(r.namespace)
+	now := r.now()
+	if prev := r.series[e]; prev != nil && now.Sub(prev.EventTime.Time) < seriesWindow {
+		count := int32(2)
+		if prev.Series != nil {
+			count = prev.Series.Count + 1
+		}
+		patch, _ := json.Marshal(map[string]any{"series": eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(now)}})
+		out, err := events.Patch(ctx, prev.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			r.series[e] = out
+			return
+		}
+		r.failed(err, e)
+		if !apierrors.IsNotFound(err) {
+			return
+		}
 	}
-	stopCounting()
-	b.Shutdown()
-	r.sink.waitIdle(2 * time.Second)
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: r.namespace},
+		EventTime:  metav1.NewMicroTime(now), ReportingController: Controller, ReportingInstance: r.instance,
+		Action: e.Action, Reason: e.Reason, Regarding: ref, Note: e.Note, Type: e.Type,
+	}
+	out, err := events.Create(ctx, ev, metav1.CreateOptions{})
+	if err != nil {
+		r.failed(err, e)
+		return
+	}
+	r.series[e] = out
+}
+
+// failed logs a failed request: once at warning when forbidden, else at debug.
+func (r *Recorder) failed(err error, e Event) {
+	if apierrors.IsForbidden(err) {
+		if !r.forbidden {
+			r.forbidden = true
+			r.log.Warn("cannot post events on this pod: the API server says forbidden; none are sent (grant create,patch on events.events.k8s.io, see examples/rbac/events.yaml, or pass -events=off)", "err", err)
+		}
+		return
+	}
+	r.log.Debug("event not sent", "reason", e.Reason, "err", err)
 }
 
 // Post queues e; it never blocks (a full queue drops e). After Stop it
@@ -153,79 +195,4 @@ func (r *Recorder) Stop() {
 	}
 	r.mu.Unlock()
 	<-r.done
-}
-
-// trackingSink is the broadcaster's sink: it counts requests in flight, so
-// that Stop can wait for them, and logs once when Events are forbidden.
-type trackingSink struct {
-	events.EventSinkImpl
-	log *slog.Logger
-
-	mu        sync.Mutex
-	inFlight  int
-	last      time.Time
-	forbidden bool
-}
-
-func (s *trackingSink) track(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inFlight--
-	s.last = time.Now()
-	if apierrors.IsForbidden(err) && !s.forbidden {
-		s.forbidden = true
-		s.log.Warn("cannot post events on this pod: the API server says forbidden; none are sent (grant create,patch on events.events.k8s.io, see examples/rbac/events.yaml, or pass -events=off)", "err", err)
-	}
-}
-
-func (s *trackingSink) begin() {
-	s.mu.Lock()
-	s.inFlight++
-	s.last = time.Now()
-	s.mu.Unlock()
-}
-
-func (s *trackingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	s.begin()
-	out, err := s.EventSinkImpl.Create(ctx, e)
-	s.track(err)
-	return out, err
-}
-
-func (s *trackingSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	s.begin()
-	out, err := s.EventSinkImpl.Update(ctx, e)
-	s.track(err)
-	return out, err
-}
-
-func (s *trackingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	s.begin()
-	out, err := s.EventSinkImpl.Patch(ctx, e, data)
-	s.track(err)
-	return out, err
-}
-
-// quiet is how long the sink must have been idle before waitIdle returns:
-// the broadcaster hands each Event to the sink on a goroutine of its own
-// moments after it was recorded.
-const quiet = 200 * time.Millisecond
-
-// waitIdle waits until no request is in flight and none started for quiet,
-// or until limit passed.
-func (s *trackingSink) waitIdle(limit time.Duration) {
-	start := time.Now()
-	for time.Since(start) < limit {
-		s.mu.Lock()
-		since := s.last
-		if since.Before(start) {
-			since = start
-		}
-		idle := s.inFlight == 0 && time.Since(since) >= quiet
-		s.mu.Unlock()
-		if idle {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/localcluster/clustertest"
@@ -175,7 +176,7 @@ func TestPodZeroThatLostItsDataJoins(t *testing.T) {
 func TestLeaseClaimRace(t *testing.T) {
 	c := clustertest.Get(t)
 	ns := c.Namespace(t)
-	l := &flockbootstrap.Lease{Client: c.Client.CoordinationV1(), Namespace: ns, Name: "race"}
+	l := &flockbootstrap.Lease{Leases: clientset.Wrap(c.Client).Leases, Namespace: ns, Name: "race"}
 	const n = 10
 	got := make([]*flockbootstrap.Record, n)
 	errs := make([]error, n)

@@ -12,6 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/internal/testing/syncbuf"
@@ -117,7 +118,11 @@ func TestEventsDeduplicatedAndForbiddenIsQuiet(t *testing.T) {
 	fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
 
 	var logs syncbuf.Buffer
-	r := events.Start(t.Context(), c.Client, ns, "web-0", "", slog.New(slog.NewTextHandler(&logs, nil)))
+	kc, err := kube.NewClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := events.Start(t.Context(), kc, ns, "web-0", "", slog.New(slog.NewTextHandler(&logs, nil)))
 	failing := events.Event{Type: "Warning", Reason: "SinkFailing", Action: "Deliver", Note: "hook failing: exit status 1"}
 	r.Post(failing)
 	waitEvents(t, c, ns, "SinkFailing")

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/localcluster/clustertest"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/peerfinder/peer"
@@ -76,7 +77,7 @@ func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 			ps[i] = peer.Peer{FQDN: fmt.Sprintf("m-%d.web.%s.svc.%s", i, ns, c.Domain), Name: pod, Ordinal: ordinal, Ready: true}
 			selves[i] = ps[i].FQDN
 			rolers[i] = &flockbootstrap.Roler{
-				Lease: &flockbootstrap.Lease{Client: clients[i].CoordinationV1(), Namespace: ns, Name: lease},
+				Lease: &flockbootstrap.Lease{Leases: clientset.Wrap(clients[i]).Leases, Namespace: ns, Name: lease},
 				Pod:   pod, UID: fmt.Sprintf("uid-%d-%d", round, i),
 			}
 		}

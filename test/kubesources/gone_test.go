@@ -34,7 +34,11 @@ func TestWatchGoneAfterEtcdCompaction(t *testing.T) {
 	var logs logBuffer
 	metrics := kube.NewMetrics(prometheus.NewPedanticRegistry())
 	const res = "endpointslices.discovery.k8s.io"
-	src, err := endpointslice.New(endpointslice.Config{Client: c.Client, Logger: testLogger(t, &logs), Metrics: metrics,
+	kc, err := kube.NewClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := endpointslice.New(endpointslice.Config{Client: kc, Logger: testLogger(t, &logs), Metrics: metrics,
 		Options: endpointslice.Options{Service: "web", Namespace: ns, Domain: c.Domain}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/localcluster/clustertest"
@@ -129,8 +128,12 @@ type sources struct {
 }
 
 // start runs every source for service "web" in ns.
-func start(t *testing.T, c *clustertest.Cluster, client kubernetes.Interface, ns string, log *slog.Logger) sources {
+func start(t *testing.T, c *clustertest.Cluster, ns string, log *slog.Logger) sources {
 	t.Helper()
+	client, err := kube.NewClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	es := func(notReady bool) source.Source {
 		s, err := endpointslice.New(endpointslice.Config{Client: client, Logger: log,
 			Options: endpointslice.Options{Service: "web", Namespace: ns, Domain: c.Domain, IncludeNotReady: notReady}})

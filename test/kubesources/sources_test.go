@@ -27,7 +27,7 @@ func TestScaleStatefulSet(t *testing.T) {
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
-	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
+	s := start(t, c, ns, slog.New(slog.DiscardHandler))
 	for _, n := range []int{3, 5, 2} {
 		fixture.Scale(t, c.Client, ns, int32(n))
 		for _, w := range s.all() {
@@ -57,7 +57,7 @@ func TestNotReady(t *testing.T) {
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
-	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
+	s := start(t, c, ns, slog.New(slog.DiscardHandler))
 	for _, w := range s.all() {
 		w.waitNames(t, "web-0", "web-1", "web-2")
 	}
@@ -85,7 +85,7 @@ func TestTerminatingLeavesWithPublishNotReady(t *testing.T) {
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, true)
 	fixture.StatefulSet(t, c.Client, ns, 2, fixture.StatefulSetOptions{PodAnnotations: map[string]string{clustertest.AnnotationTerminateAfter: "20s"}})
-	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
+	s := start(t, c, ns, slog.New(slog.DiscardHandler))
 	s.endpointsliceNotReady.waitNames(t, "web-0", "web-1")
 	s.endpointslice.waitNames(t, "web-0", "web-1")
 	fixture.Scale(t, c.Client, ns, 1)
@@ -117,7 +117,7 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 	ns := c.Namespace(t)
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
-	s := start(t, c, c.Client, ns, slog.New(slog.DiscardHandler))
+	s := start(t, c, ns, slog.New(slog.DiscardHandler))
 	before := s.pods.waitNames(t, "web-0", "web-1", "web-2")
 	s.endpointslice.waitNames(t, "web-0", "web-1", "web-2")
 	oldUID := before[1].UID
@@ -163,7 +163,7 @@ func TestAPIServerRestart(t *testing.T) {
 	fixture.HeadlessService(t, c.Client, ns, false)
 	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{})
 	var logs logBuffer
-	s := start(t, c, c.Client, ns, testLogger(t, &logs))
+	s := start(t, c, ns, testLogger(t, &logs))
 	for _, w := range s.all() {
 		w.waitNames(t, "web-0", "web-1", "web-2")
 	}
@@ -208,7 +208,11 @@ func TestForbidden(t *testing.T) {
 	var logs logBuffer
 	metrics := kube.NewMetrics(prometheus.NewPedanticRegistry())
 	const res = "endpointslices.discovery.k8s.io"
-	src, err := endpointslice.New(endpointslice.Config{Client: client, Logger: testLogger(t, &logs), Metrics: metrics,
+	kc, err := kube.NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := endpointslice.New(endpointslice.Config{Client: kc, Logger: testLogger(t, &logs), Metrics: metrics,
 		Options: endpointslice.Options{Service: "web", Namespace: ns, Domain: c.Domain}})
 	if err != nil {
 		t.Fatal(err)

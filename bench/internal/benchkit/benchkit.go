@@ -91,10 +91,13 @@ func Namespace(ctx context.Context, c kubernetes.Interface, prefix string) (stri
 	}
 }
 
-// BuildPeerFinder builds ./cmd/peer-finder into dir and returns its path.
+// BuildPeerFinder builds ./cmd/peer-finder into dir as the image ships it
+// (static, trimmed paths, no symbol tables: `make images`) and returns its
+// path.
 func BuildPeerFinder(dir string) (string, error) {
 	pf := filepath.Join(dir, "peer-finder")
-	build := exec.Command("go", "build", "-o", pf, "./cmd/peer-finder")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", pf, "./cmd/peer-finder")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("build peer-finder: %w", err)

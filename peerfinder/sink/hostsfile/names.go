@@ -1,14 +1,12 @@
 package hostsfile
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -19,7 +17,8 @@ import (
 const DefaultNameTemplate = "{{.Name}}"
 
 // Member is what name templates see for each peer. Templates use its fields,
-// e.g. "{{.Role}}-{{.Index}}" or `{{index .Labels "app"}}-{{.Ordinal}}`.
+// e.g. "{{.Role}}-{{.Index}}" or `{{index .Labels "app"}}-{{.Ordinal}}`
+// (Go template syntax; what a template may use is listed at nameTemplate).
 type Member struct {
 	// Name is the short host name ("web-0"); the first label of FQDN when the
 	// source did not say.
@@ -91,8 +90,8 @@ func (f Family) keep(a netip.Addr) bool {
 // Namer turns peers into host names. It is immutable once built and safe
 // for concurrent use.
 type Namer struct {
-	name       *template.Template
-	aliases    []*template.Template
+	name       *nameTemplate
+	aliases    []*nameTemplate
 	indexLabel string
 }
 
@@ -105,11 +104,11 @@ func NewNamer(nameTemplate string, aliasTemplates []string, indexLabel string) (
 	}
 	n := &Namer{indexLabel: indexLabel}
 	var err error
-	if n.name, err = parse("name", nameTemplate); err != nil {
+	if n.name, err = parseName("name", nameTemplate); err != nil {
 		return nil, err
 	}
 	for i, a := range aliasTemplates {
-		t, err := parse(fmt.Sprintf("alias%d", i), a)
+		t, err := parseName(fmt.Sprintf("alias%d", i), a)
 		if err != nil {
 			return nil, err
 		}
@@ -118,8 +117,8 @@ func NewNamer(nameTemplate string, aliasTemplates []string, indexLabel string) (
 	return n, nil
 }
 
-func parse(name, text string) (*template.Template, error) {
-	t, err := template.New(name).Option("missingkey=zero").Parse(text)
+func parseName(name, text string) (*nameTemplate, error) {
+	t, err := parseTemplate(name, text)
 	if err != nil {
 		return nil, fmt.Errorf("host name template %q: %w", text, err)
 	}
@@ -167,12 +166,12 @@ func (n *Namer) names(p peer.Peer) (string, []string, error) {
 	return name, aliases, nil
 }
 
-func execute(t *template.Template, m Member) (string, error) {
-	var b bytes.Buffer
-	if err := t.Execute(&b, m); err != nil {
+func execute(t *nameTemplate, m Member) (string, error) {
+	s, err := t.execute(m)
+	if err != nil {
 		return "", fmt.Errorf("host name template: %w", err)
 	}
-	return strings.TrimSpace(b.String()), nil
+	return strings.TrimSpace(s), nil
 }
 
 // ValidName returns nil when name may be written as a host name: a lower-case

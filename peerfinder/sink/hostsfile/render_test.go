@@ -259,13 +259,19 @@ func TestNamerErrors(t *testing.T) {
 	if _, err := NewNamer("", []string{"{{"}, ""); err == nil {
 		t.Error("bad alias template accepted")
 	}
-	n, err := NewNamer("{{.NoSuchField}}", nil, "")
+	// Unknown fields and constructs are found when parsing, not per peer.
+	for _, bad := range []string{"{{.NoSuchField}}", "{{.Name.x}}", "{{range .Labels}}x{{end}}", "{{$x := .Name}}{{$x}}", `{{template "t"}}`, "{{with .Role}}{{.}}{{end}}"} {
+		if _, err := NewNamer(bad, nil, ""); err == nil {
+			t.Errorf("NewNamer(%q) accepted", bad)
+		}
+	}
+	n, err := NewNamer(`{{printf "%d" .Name}}{{index .Labels 3}}`, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan := MakePlan(peer.NewSet(sts("web-0", 0, "10.0.0.1")), n, AllFamilies, nil)
 	if len(plan.Entries) != 0 || len(plan.Rejected) != 1 {
-		t.Errorf("unknown field: plan = %+v; want the peer rejected", plan)
+		t.Errorf("index by a number: plan = %+v; want the peer rejected", plan)
 	}
 }
 

@@ -4,7 +4,8 @@
 //
 // Every pod runs the same wrapped sink and receives every delivery. The
 // wrapper remembers the newest delivery; while this pod holds the Lease
-// (client-go leader election on a coordination.k8s.io Lease) it applies
+// (leader election on a coordination.k8s.io Lease with client-go's
+// semantics, see election.go) it applies
 // deliveries to the inner sink as they come, and when it becomes the leader
 // it first applies the newest one it has, retrying with backoff until that
 // succeeds or leadership is lost. While another pod leads, Apply only
@@ -28,10 +29,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/sink"
 )
 
@@ -41,7 +40,7 @@ type Config struct {
 	Inner sink.Sink
 	// Client reaches the API server (coordination.k8s.io Leases: get,
 	// create, update in Namespace).
-	Client kubernetes.Interface
+	Client *kube.Client
 	// Namespace and Name identify the Lease.
 	Namespace, Name string
 	// Follow, when set, is applied instead of Inner while this candidate
@@ -53,9 +52,9 @@ type Config struct {
 	// Identity names this candidate in the Lease; hostname plus a random
 	// suffix when empty.
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader
-	// election timings; 15s, 10s and 2s when zero (client-go's defaults for
-	// controllers).
+	// LeaseDuration, RenewDeadline and RetryPeriod are the leader election
+	// timings of client-go's leaderelection; 15s, 10s and 2s when zero
+	// (client-go's defaults for controllers).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger receives leadership changes; slog.Default() when nil.
 	Logger *slog.Logger
@@ -172,44 +171,30 @@ func (s *Sink) applyLocked(ctx context.Context, d sink.Delivery) error {
 // leadership is lost, and releases the Lease on return. It returns nil on
 // cancellation or an error for an invalid configuration.
 func (s *Sink) Run(ctx context.Context) error {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, s.cfg.Namespace, s.cfg.Name,
-		s.cfg.Client.CoreV1(), s.cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: s.cfg.Identity})
-	if err != nil {
-		return fmt.Errorf("leader: %w", err)
+	e := &elector{
+		leases: s.cfg.Client.Leases(s.cfg.Namespace), namespace: s.cfg.Namespace, name: s.cfg.Name, identity: s.cfg.Identity,
+		leaseDuration: s.cfg.LeaseDuration, renewDeadline: s.cfg.RenewDeadline, retryPeriod: s.cfg.RetryPeriod, now: time.Now,
 	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   s.cfg.LeaseDuration,
-		RenewDeadline:   s.cfg.RenewDeadline,
-		RetryPeriod:     s.cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            s.cfg.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				s.mu.Lock()
-				s.leading = lctx
-				s.mu.Unlock()
-				s.log.Info("leader: started leading")
-				s.poke()
-			},
-			OnStoppedLeading: func() {
-				s.mu.Lock()
-				was := s.leading != nil
-				s.leading = nil
-				s.mu.Unlock()
-				if was {
-					s.log.Info("leader: stopped leading")
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader: %w", err)
+	started := func(lctx context.Context) {
+		s.mu.Lock()
+		s.leading = lctx
+		s.mu.Unlock()
+		s.log.Info("leader: started leading")
+		s.poke()
+	}
+	stopped := func() {
+		s.mu.Lock()
+		was := s.leading != nil
+		s.leading = nil
+		s.mu.Unlock()
+		if was {
+			s.log.Info("leader: stopped leading")
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.catchUp(ctx) })
 	for ctx.Err() == nil {
-		le.Run(ctx) // returns when ctx is done or leadership was lost
+		e.campaign(ctx, started, stopped) // returns when ctx is done or leadership was lost
 	}
 	wg.Wait()
 	return nil

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -51,7 +54,7 @@ func (r *recorder) applied() []uint64 {
 func newSink(t *testing.T, client kubernetes.Interface, id string, inner sink.Sink) *Sink {
 	t.Helper()
 	s, err := New(Config{
-		Inner: inner, Client: client, Namespace: "ns", Name: "hosts-writer", Identity: id,
+		Inner: inner, Client: clientset.Wrap(client), Namespace: "ns", Name: "hosts-writer", Identity: id,
 		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -141,7 +144,7 @@ func TestFollowGatesFollowers(t *testing.T) {
 	eventually(t, "a leading", a.Leading)
 
 	inner, follow := &recorder{}, &recorder{fails: 1}
-	b, err := New(Config{Inner: inner, Follow: follow, Client: client, Namespace: "ns", Name: "hosts-writer", Identity: "b",
+	b, err := New(Config{Inner: inner, Follow: follow, Client: clientset.Wrap(client), Namespace: "ns", Name: "hosts-writer", Identity: "b",
 		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +167,7 @@ func TestFollowGatesFollowers(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	client := fake.NewClientset()
+	client := clientset.Wrap(fake.NewClientset())
 	for name, cfg := range map[string]Config{
 		"no inner":  {Client: client, Namespace: "ns", Name: "x"},
 		"no client": {Inner: &recorder{}, Namespace: "ns", Name: "x"},
@@ -177,5 +180,29 @@ func TestNewValidates(t *testing.T) {
 	s, err := New(Config{Inner: &recorder{}, Client: client, Namespace: "ns", Name: "x"})
 	if err != nil || s.Identity() == "" {
 		t.Errorf("New with defaults = %v, identity %q", err, s.Identity())
+	}
+}
+
+// TestTakeoverOnlyAfterExpiry: a leader that died without releasing the
+// Lease is replaced only once its record stayed unchanged for its duration.
+func TestTakeoverOnlyAfterExpiry(t *testing.T) {
+	holder, secs := "dead", int32(3)
+	now := metav1.NewMicroTime(time.Now())
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "hosts-writer", Namespace: "ns"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now, AcquireTime: &now}})
+	b := newSink(t, client, "b", &recorder{})
+	stop := run(t, b)
+	defer stop()
+	time.Sleep(500 * time.Millisecond) // several retry periods, well inside the 3s lease
+	if b.Leading() {
+		t.Fatal("b took over a Lease that had not expired")
+	}
+	eventually(t, "b to take over the expired Lease", b.Leading)
+	l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "hosts-writer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *l.Spec.HolderIdentity; got != "b" || l.Spec.LeaseTransitions == nil || *l.Spec.LeaseTransitions != 1 {
+		t.Errorf("lease holder %q transitions %v, want b and 1", got, l.Spec.LeaseTransitions)
 	}
 }

@@ -49,7 +49,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/peer"
@@ -71,7 +70,7 @@ type Options struct {
 
 // Config configures a Source. Client, Service, Namespace and Domain are required.
 type Config struct {
-	Client kubernetes.Interface
+	Client *kube.Client
 	Options
 	// Logger receives one line per change of the watch's health; nil discards.
 	Logger *slog.Logger
@@ -105,7 +104,7 @@ func New(cfg Config) (*Source, error) {
 	}
 	target := kube.Target{Resource: "endpointslices.discovery.k8s.io", Namespace: cfg.Namespace, Verbs: Verbs}
 	selector := discoveryv1.LabelServiceName + "=" + cfg.Service
-	lw := kube.SelectedListWatch(cfg.Client.DiscoveryV1().EndpointSlices(cfg.Namespace), selector, "")
+	lw := kube.SelectedListWatch(cfg.Client.EndpointSlices(cfg.Namespace), selector, "")
 	opts := cfg.Options
 	return &Source{
 		target: target,

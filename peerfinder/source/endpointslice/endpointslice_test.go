@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -163,7 +164,7 @@ func TestRunFollowsChanges(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("db").Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(Config{Client: client, Options: opts})
+	src, err := New(Config{Client: clientset.Wrap(client), Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

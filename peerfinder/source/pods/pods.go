@@ -50,7 +50,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/peer"
@@ -68,7 +67,7 @@ type Options struct {
 // Config configures a Source. Client, Service, Namespace, Domain and one of
 // Selector or SelectorFromSelf (with SelfPod) are required.
 type Config struct {
-	Client kubernetes.Interface
+	Client *kube.Client
 	Options
 	// Selector is a label selector, e.g. "app=zk,tier in (db)".
 	Selector string
@@ -162,7 +161,7 @@ func (s *Source) selector(ctx context.Context, retry bool) (string, error) {
 	}
 	wait := s.cfg.RetryMin
 	for {
-		pod, err := s.cfg.Client.CoreV1().Pods(s.cfg.Namespace).Get(ctx, s.cfg.SelfPod, metav1.GetOptions{})
+		pod, err := s.cfg.Client.Pods(s.cfg.Namespace).Get(ctx, s.cfg.SelfPod, metav1.GetOptions{})
 		if err == nil {
 			s.reporter.Succeeded()
 			sel, err := SelectorFromLabels(s.cfg.SelfPod, pod.Labels, s.cfg.SelectorFromSelf)
@@ -185,7 +184,7 @@ func (s *Source) selector(ctx context.Context, retry bool) (string, error) {
 }
 
 func (s *Source) informer(selector string) kube.Informer {
-	lw := kube.SelectedListWatch(s.cfg.Client.CoreV1().Pods(s.cfg.Namespace), selector, "")
+	lw := kube.SelectedListWatch(s.cfg.Client.Pods(s.cfg.Namespace), selector, "")
 	opts := s.cfg.Options
 	return kube.Informer{
 		ListerWatcher: s.reporter.ListerWatcher(lw, s.cfg.Client),

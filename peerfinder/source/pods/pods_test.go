@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -163,7 +164,7 @@ func TestSelectorFromLabels(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	c := fake.NewClientset()
+	c := clientset.Wrap(fake.NewClientset())
 	base := Config{Client: c, Options: opts}
 	for name, cfg := range map[string]Config{
 		"no selector":       base,
@@ -182,7 +183,7 @@ func TestRunSelectorFromSelf(t *testing.T) {
 		pod("web-0", "10.0.0.1"),
 		pod("other-0", "10.0.0.9", func(p *corev1.Pod) { p.Labels["app"] = "other" }),
 	)
-	src, err := New(Config{Client: client, Options: opts, SelectorFromSelf: []string{"app"}, SelfPod: "web-0"})
+	src, err := New(Config{Client: clientset.Wrap(client), Options: opts, SelectorFromSelf: []string{"app"}, SelfPod: "web-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestRunSelectorFromSelf(t *testing.T) {
 
 func TestRunOwnPodWithoutLabelIsAnError(t *testing.T) {
 	client := fake.NewClientset(pod("web-0", "10.0.0.1"))
-	src, err := New(Config{Client: client, Options: opts, SelectorFromSelf: []string{"role"}, SelfPod: "web-0"})
+	src, err := New(Config{Client: clientset.Wrap(client), Options: opts, SelectorFromSelf: []string{"role"}, SelfPod: "web-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
