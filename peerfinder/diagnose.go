@@ -254,6 +254,8 @@ func advice(r membership.Reason, f facts) []string {
 		if r == membership.WaitSelf {
 			out = append(out, fmt.Sprintf("this member's name %s is not published; check -hostname (the pod name), -service (the StatefulSet's serviceName) and -domain", cfg.Self()))
 		}
+	case membership.WaitNames:
+		out = append(out, "-wait-for-all holds the first delivery until every expected name (-hosts-expect) has an address: check that those pods exist and have IPs, and that -hosts-name-template gives these names")
 	case membership.WaitExpect:
 		out = append(out, "-expect=auto cannot read the owning StatefulSet; see the expect line above (RBAC get pods, list statefulsets; the pod must be owned by a StatefulSet)")
 	case membership.WaitSize:

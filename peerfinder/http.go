@@ -28,8 +28,11 @@ func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 			fmt.Fprintf(w, "ok: generation %d\n", st.Generation)
 		}
 		for _, s := range st.Sinks {
-			if s.Failing {
+			switch {
+			case s.Failing:
 				fmt.Fprintf(w, "sink %s failing (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
+			case s.Pending:
+				fmt.Fprintf(w, "sink %s waiting (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
 			}
 		}
 	})

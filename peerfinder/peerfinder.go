@@ -126,7 +126,7 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	sinks, err := buildSinks(cfg, log, reg, kc)
+	sinks, missing, err := buildSinks(cfg, log, reg, kc)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, Expect: cfg.Bootstrap.Expect, StableFor: cfg.StableFor}
+	opts := membership.Options{Self: cfg.Self(), MinPeers: cfg.MinPeers, Expect: cfg.Bootstrap.Expect, StableFor: cfg.StableFor, Missing: missing}
 	eng := engine.New(engine.Config{
 		Sources:          sources,
 		Sinks:            sinks,

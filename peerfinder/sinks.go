@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
+	"github.com/flockd/flock/peerfinder/peer"
 	execsink "github.com/flockd/flock/peerfinder/sink/exec"
 	"github.com/flockd/flock/peerfinder/sink/hook"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
@@ -18,8 +19,11 @@ import (
 
 // buildSinks creates the sinks in delivery order: files first, then hooks,
 // then the exec'd main process, so each sees what the ones before it wrote.
-func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, error) {
+// With -wait-for-all it also returns the expected-names gate for
+// membership (the hosts file's names without an address).
+func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, func(peer.Set) []string, error) {
 	var sinks []engine.NamedSink
+	var missing func(peer.Set) []string
 	s := cfg.Sinks
 	if s.HostsFile != "" {
 		hf, err := hostsfile.New(hostsfile.Options{
@@ -28,13 +32,16 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			WaitForAll: s.WaitForAll, Logger: log,
 		})
 		if err != nil {
-			return nil, &config.UsageError{Flag: "hosts-file", Err: err}
+			return nil, nil, &config.UsageError{Flag: "hosts-file", Err: err}
+		}
+		if s.WaitForAll {
+			missing = hf.Missing
 		}
 		var sk engine.NamedSink = engine.NamedSink{Name: "hosts-file", Sink: hf}
 		if s.HostsLease != "" {
 			client, err := kc.Get()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			ls, err := leader.New(leader.Config{
 				// Follow: with -wait-for-all, a non-writer waits for the
@@ -47,7 +54,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 				Identity: cfg.Bootstrap.PodName + "_" + uuid.NewString(), Logger: log.With("sink", "hosts-file"),
 			})
 			if err != nil {
-				return nil, &config.UsageError{Flag: "hosts-lease", Err: err}
+				return nil, nil, &config.UsageError{Flag: "hosts-lease", Err: err}
 			}
 			sk.Sink = ls
 		}
@@ -56,7 +63,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 	if s.JSONFile != "" {
 		jf, err := jsonfile.New(jsonfile.Options{Path: s.JSONFile, Logger: log})
 		if err != nil {
-			return nil, &config.UsageError{Flag: "json-file", Err: err}
+			return nil, nil, &config.UsageError{Flag: "json-file", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
 	}
@@ -70,7 +77,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			continue
 		}
 		if err := hook.Runnable(c.argv); err != nil {
-			return nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
+			return nil, nil, &config.UsageError{Flag: c.flag, Err: fmt.Errorf("cannot run: %w", err)}
 		}
 	}
 	if cfg.OnStart != nil || cfg.OnChange != nil {
@@ -83,7 +90,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			Logger:          log,
 		})
 		if err != nil {
-			return nil, &config.UsageError{Flag: "on-start", Err: err}
+			return nil, nil, &config.UsageError{Flag: "on-start", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "hook", Sink: hk})
 	}
@@ -92,9 +99,9 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 			Argv: s.Exec, ReloadSignal: s.ReloadSignal, KillTimeout: s.KillTimeout, Reap: true, Logger: log,
 		})
 		if err != nil {
-			return nil, &config.UsageError{Flag: "--", Err: err}
+			return nil, nil, &config.UsageError{Flag: "--", Err: err}
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
 	}
-	return sinks, nil
+	return sinks, missing, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -40,12 +41,18 @@ func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web=3", "-wait-for-all", "-once")...)
-	// Expected names are listed at once; the known ones with addresses.
-	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "# no address yet: web-2") })
+	// The wait is membership's expected-names gate, logged with its reason
+	// and the missing names, not a failing sink.
+	await.Until(t, func() bool {
+		return strings.Contains(p.stderr.String(), "reason=expected-names-missing") && strings.Contains(p.stderr.String(), "web-2")
+	}, "the expected-names gate to be logged")
 	select {
 	case <-p.done:
 		t.Fatal("init mode exited before every expected name had an address")
 	case <-time.After(300 * time.Millisecond):
+	}
+	if strings.Contains(p.stderr.String(), "sink failing") {
+		t.Errorf("waiting for expected names was logged as a failing sink:\n%s", p.stderr)
 	}
 	dns.Peers(svc, "web", 3, 80)
 	if code := p.wait(t); code != 0 {

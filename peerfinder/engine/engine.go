@@ -98,9 +98,11 @@ type Status struct {
 // SinkStatus is one sink's state.
 type SinkStatus struct {
 	Name string
-	// Failing is true while the sink's last Apply failed; Err says why.
-	Failing bool
-	Err     string
+	// Failing is true while the sink's last Apply failed; Pending while it
+	// returned a pending result (sink.PendingError: waiting, not failing).
+	// Err says why.
+	Failing, Pending bool
+	Err              string
 	// HoldsBack tells whether a failure of this sink holds back the sinks
 	// after it (see sink.Gate).
 	HoldsBack bool
@@ -267,6 +269,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		}
 
+		if gen > 0 {
+			opts.Missing = nil // the expected-names gate holds the first publish only
+		}
 		set, o, v := membership.Compute(views, opts, obs, e.cfg.Now())
 		obs = o
 		if v.Reason != last.Reason || v.Peers != last.Peers || v.Need != last.Need {
@@ -322,31 +327,36 @@ func holdsBack(s sink.Sink) bool {
 }
 
 // sinkResult records the outcome of sink i's Apply in Status and metrics and
-// logs one record when the sink starts failing, fails for a new reason, or
-// recovers.
+// logs one record when the sink starts failing or waiting, fails or waits
+// for a new reason, or recovers. A pending result is logged at info level.
 func (e *Engine) sinkResult(i int, err error) {
 	name := e.cfg.Sinks[i].Name
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
+	pending := sink.IsPending(err)
 	e.mu.Lock()
 	st := &e.status.Sinks[i]
-	was, wasErr := st.Failing, st.Err
-	st.Failing, st.Err = err != nil, msg
+	wasFailing, wasPending, wasErr := st.Failing, st.Pending, st.Err
+	st.Failing, st.Pending, st.Err = err != nil && !pending, pending, msg
 	e.mu.Unlock()
 	if m := e.cfg.Metrics; m != nil {
 		v := 0.0
-		if err != nil {
+		if err != nil && !pending {
 			v = 1
 		}
 		m.sinkFailing.WithLabelValues(name).Set(v)
 	}
 	switch {
-	case err != nil && (!was || wasErr != msg):
+	case pending && (!wasPending || wasErr != msg):
+		e.cfg.Logger.Info("sink waiting", "sink", name, "holds_back_later_sinks", st.HoldsBack, "for", err)
+	case err != nil && !pending && (!wasFailing || wasErr != msg):
 		e.cfg.Logger.Warn("sink failing", "sink", name, "holds_back_later_sinks", st.HoldsBack, "err", err)
-	case err == nil && was:
+	case err == nil && wasFailing:
 		e.cfg.Logger.Info("sink recovered", "sink", name)
+	case err == nil && wasPending:
+		e.cfg.Logger.Info("sink done waiting", "sink", name)
 	}
 }
 
@@ -425,6 +435,11 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		if ctx.Err() != nil {
 			return
 		}
+		if err != nil && onlyPending(err) {
+			log.Debug("delivery pending, will check again", "generation", t.gen, "retry_in", sink.PendingInterval, "err", err)
+			retry.Reset(sink.PendingInterval)
+			continue
+		}
 		if err != nil {
 			failures++
 			wait := backoff(e.cfg.RetryMin, e.cfg.RetryMax, failures)
@@ -461,10 +476,26 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 }
 
 func result(err error) string {
-	if err != nil {
+	switch {
+	case sink.IsPending(err):
+		return "pending"
+	case err != nil:
 		return "failure"
 	}
 	return "success"
+}
+
+// onlyPending reports whether every error joined in err is a pending result.
+func onlyPending(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !sink.IsPending(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return sink.IsPending(err)
 }
 
 // backoff returns min·2^(n-1), capped at max, with ±20% jitter.

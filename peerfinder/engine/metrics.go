@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flock_source_snapshots_total", Help: "Snapshots received from each source.",
 		}, []string{"source"}),
 		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flock_sink_applies_total", Help: "Sink applies by result (success, failure).",
+			Name: "flock_sink_applies_total", Help: "Sink applies by result (success, failure, pending).",
 		}, []string{"sink", "result"}),
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "flock_sink_apply_duration_seconds", Help: "Duration of sink applies (hook runs, file writes).",

@@ -9,6 +9,8 @@
 //	self     the set contains Self (upstream peer-finder's rule)
 //	size     the expected size is known (ExpectPending is false) and the
 //	         set has at least max(MinPeers, Expect) peers
+//	names    every expected name is provided (Options.Missing, e.g. the
+//	         hosts-file names of -wait-for-all each have an address)
 //	stable   the set has been unchanged for StableFor
 //
 // A source that fails keeps its last view (sources send nothing on failure),
@@ -17,6 +19,7 @@ package membership
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flockd/flock/peerfinder/peer"
@@ -44,6 +47,13 @@ type Options struct {
 	// ExpectPending is true while the expected size is still being looked
 	// up (e.g. the StatefulSet was not read yet): the size gate holds.
 	ExpectPending bool
+	// Missing, when not nil, is the expected-names gate: it returns the
+	// expected names that set does not provide yet, sorted, and delivery
+	// waits while there is any. It must be pure (e.g. hostsfile's Missing:
+	// the -wait-for-all names without an address). The engine applies it
+	// until the first publish only: a later incomplete set (a retried pod)
+	// must not stall a running job.
+	Missing func(set peer.Set) []string
 	// StableFor is how long the merged set must stay unchanged before it is
 	// published (0: publish at once).
 	StableFor time.Duration
@@ -67,6 +77,7 @@ const (
 	WaitSelf    Reason = "self-not-found"
 	WaitSize    Reason = "too-few-peers"
 	WaitExpect  Reason = "expected-size-unknown"
+	WaitNames   Reason = "expected-names-missing"
 	WaitStable  Reason = "not-stable-yet"
 )
 
@@ -79,6 +90,8 @@ type Verdict struct {
 	Detail string
 	// Peers and Need are the visible and required set sizes.
 	Peers, Need int
+	// Missing are the expected names not provided yet (WaitNames).
+	Missing []string
 	// RecheckAfter, when positive, is when the verdict may change without
 	// new input (the stable-for gate).
 	RecheckAfter time.Duration
@@ -107,6 +120,9 @@ func Compute(views []View, opts Options, last Observation, now time.Time) (peer.
 	}
 	need := max(opts.MinPeers, opts.Expect, 1)
 	v := Verdict{Peers: set.Len(), Need: need}
+	if opts.Missing != nil {
+		v.Missing = opts.Missing(set)
+	}
 	switch {
 	case len(views) == 0:
 		v.Reason, v.Detail = WaitSources, "no sources configured"
@@ -120,6 +136,9 @@ func Compute(views []View, opts Options, last Observation, now time.Time) (peer.
 		v.Reason, v.Detail = WaitExpect, fmt.Sprintf("%d peers visible, the expected size is not known yet", set.Len())
 	case set.Len() < need:
 		v.Reason, v.Detail = WaitSize, fmt.Sprintf("%d of %d peers visible", set.Len(), need)
+	case len(v.Missing) > 0:
+		v.Reason = WaitNames
+		v.Detail = fmt.Sprintf("waiting for %d expected names: %s", len(v.Missing), strings.Join(v.Missing, ", "))
 	case now.Sub(obs.Since) < opts.StableFor:
 		v.Reason = WaitStable
 		v.RecheckAfter = opts.StableFor - now.Sub(obs.Since)

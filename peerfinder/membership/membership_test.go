@@ -1,7 +1,9 @@
 package membership
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +55,15 @@ func TestCompute(t *testing.T) {
 		{name: "expected size pending holds even when enough peers are visible",
 			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1", "web-2")}},
 			opts:  Options{Self: self, ExpectPending: true}, now: t0, want: WaitExpect, wantPeers: 3, wantSince: t0},
+		{name: "expected names missing hold",
+			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1")}},
+			opts:  Options{Self: self, Missing: namesGate("web-0", "web-1", "web-2")}, now: t0, want: WaitNames, wantPeers: 2, wantSince: t0},
+		{name: "expected names all present publish",
+			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1", "web-2")}},
+			opts:  Options{Self: self, Missing: namesGate("web-0", "web-1", "web-2")}, now: t0, want: Publish, wantPeers: 3, wantSince: t0},
+		{name: "size gate before names gate",
+			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0")}},
+			opts:  Options{Self: self, Expect: 3, Missing: namesGate("web-0", "web-1", "web-2")}, now: t0, want: WaitSize, wantPeers: 1, wantSince: t0},
 		{name: "expect met", views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1", "web-2")}},
 			opts: Options{Self: self, Expect: 3}, now: t0, want: Publish, wantPeers: 3, wantSince: t0},
 		{name: "union of sources dedups by key",
@@ -144,5 +155,32 @@ func BenchmarkCompute5000(b *testing.B) {
 		if !v.Publishable() {
 			b.Fatal(v.Detail)
 		}
+	}
+}
+
+// namesGate is an expected-names gate: the names whose first label no peer has.
+func namesGate(names ...string) func(peer.Set) []string {
+	return func(set peer.Set) []string {
+		var missing []string
+		for _, n := range names {
+			found := false
+			for _, p := range set.Peers() {
+				if strings.HasPrefix(p.Key(), n+".") {
+					found = true
+				}
+			}
+			if !found {
+				missing = append(missing, n)
+			}
+		}
+		return missing
+	}
+}
+
+func TestNamesGateVerdictNamesTheMissing(t *testing.T) {
+	_, _, v := Compute([]View{{Source: "dns", Reported: true, Peers: peers("web-0")}},
+		Options{Missing: namesGate("web-0", "web-2", "web-1")}, Observation{}, time.Now())
+	if v.Reason != WaitNames || !slices.Equal(v.Missing, []string{"web-2", "web-1"}) || !strings.Contains(v.Detail, "web-2, web-1") {
+		t.Errorf("verdict %+v, want %s naming web-2 and web-1", v, WaitNames)
 	}
 }

@@ -5,6 +5,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -72,3 +73,29 @@ type Runner interface {
 // from outside (a signal peer-finder received, which such a runner
 // forwards), and the runner lets its child end on its own terms.
 var ErrStopped = errors.New("pipeline stopped")
+
+// PendingInterval is how often the engine calls Apply again after a
+// pending result: fixed, with no backoff, since the wait ends by itself.
+const PendingInterval = 250 * time.Millisecond
+
+// PendingError is an Apply result that means "not yet", not a failure:
+// something outside the peer set that will come by itself is missing (a
+// follower waiting for the shared file's writer). The engine counts no
+// failure and logs no warning; it holds back the sinks after this one,
+// marks the sink pending in its status, and calls Apply again with the
+// newest set every PendingInterval. Err says what is awaited.
+type PendingError struct {
+	Err error
+}
+
+// Pending wraps err as a pending result.
+func Pending(err error) error { return &PendingError{Err: err} }
+
+func (e *PendingError) Error() string { return "pending: " + e.Err.Error() }
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// IsPending reports whether err is (or wraps) a pending result.
+func IsPending(err error) bool {
+	var p *PendingError
+	return errors.As(err, &p)
+}

@@ -11,7 +11,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +82,7 @@ func helperMain(mode string) int {
 		}()
 	}
 	set := peer.NewSet(peer.Peer{FQDN: "a.svc", IPs: []string{"10.0.0.1"}})
+	firstAnswered := make(chan struct{}) // the first Apply's answer is written
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		gen := uint64(0)
@@ -91,15 +91,24 @@ func helperMain(mode string) int {
 			err := s.Apply(context.Background(), sink.Delivery{Set: set, Self: "a.svc", Generation: gen, First: gen == 1})
 			if err != nil {
 				fmt.Printf("apply-error %v\n", err)
-				continue
+			} else {
+				fmt.Println("applied")
 			}
-			fmt.Println("applied")
+			if gen == 1 {
+				close(firstAnswered)
+			}
 		}
 	}()
 	var ee *ExitError
 	if err := s.Run(context.Background()); !errors.As(err, &ee) {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		return 92
+	}
+	// A child that exits at once must not end the helper before it answered
+	// the Apply that started it.
+	select {
+	case <-firstAnswered:
+	case <-time.After(5 * time.Second):
 	}
 	return ee.Status
 }
@@ -351,7 +360,7 @@ func TestOrphansReaped(t *testing.T) {
 			time.Sleep(700 * time.Millisecond)
 			for pid, st := range childrenOf(s.cmd.Process.Pid) {
 				if strings.HasPrefix(st, "Z") {
-					t.Errorf("zombie %d (%s) left under the supervisor", pid, st)
+					t.Errorf("zombie %d (%s) left under the supervisor; stderr:\n%s", pid, st, s.errb)
 				}
 			}
 			if code := s.wait(); code != 4 {
@@ -467,14 +476,14 @@ func TestApplyStartsNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
 		t.Fatal(err)
 	}
-	after := runtime.NumGoroutine()
+	leaked := goleak.Find(before)
 	runSink(t, s) // reaps the child at cleanup
-	if after != before {
-		t.Errorf("Apply left %d goroutines running after it returned, want 0", after-before)
+	if leaked != nil {
+		t.Errorf("Apply left goroutines running after it returned: %v", leaked)
 	}
 }
 

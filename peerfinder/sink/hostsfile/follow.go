@@ -54,9 +54,10 @@ func ReadBlock(content []byte, id string) ([]Entry, bool, error) {
 
 // Follower returns the sink for a pod that shares the file but does not
 // write it (sink/leader's Follow, with -hosts-lease): with WaitForAll its
-// Apply fails with an *IncompleteError until the file, as the Lease holder
-// wrote it, has an address for every expected name, so that an init-mode
-// follower ends only when the shared file is complete; after that, and
+// Apply returns a pending result (sink.Pending of an *IncompleteError)
+// until the file, as the Lease holder wrote it, has an address for every
+// expected name, so that an init-mode follower ends only when the shared
+// file is complete, without counting the wait as failures; after that, and
 // without WaitForAll, Apply only succeeds. It never writes.
 func (s *Sink) Follower() sink.Sink { return &follower{s: s} }
 
@@ -88,7 +89,7 @@ func (f *follower) Apply(ctx context.Context, _ sink.Delivery) error {
 	}
 	if len(missing) > 0 {
 		slices.SortFunc(missing, naturalCompare)
-		return &IncompleteError{Missing: slices.Compact(missing)}
+		return sink.Pending(&IncompleteError{Missing: slices.Compact(missing)})
 	}
 	f.complete = true
 	return nil

@@ -60,13 +60,11 @@ type Options struct {
 	WriteMode atomicfile.Mode
 	// Perm is the mode of a newly created file; 0644 when zero.
 	Perm fs.FileMode
-	// WaitForAll makes Apply fail with an *IncompleteError, after writing
-	// the file, while some expected name has no address — until the first
-	// complete write. The engine retries with the newest set and holds back
-	// the sinks after this one, so init mode (-wait-for-all) ends, and the
-	// main process starts, only once every expected name resolves; bounded
-	// by the engine's bootstrap timeout. Later incomplete sets are written
-	// without error: a retried pod must not stall the running job.
+	// WaitForAll says the first delivery waits until every expected name
+	// has an address. The wait is membership's expected-names gate, fed by
+	// Missing (peer-finder wires it), so Apply itself never fails for it;
+	// here WaitForAll makes a failure of this sink hold back the later ones
+	// (see HoldsBack) and makes the Follower wait for a complete file.
 	WaitForAll bool
 	// KeepInterval is how often Run checks that the block is still in the
 	// file (DefaultKeepInterval).
@@ -81,17 +79,16 @@ const DefaultKeepInterval = time.Second
 
 // Sink writes the managed block. It implements sink.Sink.
 type Sink struct {
-	opts     Options
-	namer    *Namer
-	log      *slog.Logger
-	complete bool // a complete set has been written (WaitForAll)
+	opts  Options
+	namer *Namer
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	block []byte // the block of the newest Apply, which Run restores
 }
 
-// IncompleteError is returned by Apply with Options.WaitForAll while
-// expected names have no address.
+// IncompleteError says which expected names have no address yet; the
+// Follower returns it, as a pending result, while the shared file lacks them.
 type IncompleteError struct {
 	// Missing are the expected names without an address, sorted.
 	Missing []string
@@ -180,12 +177,6 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 		return fmt.Errorf("hosts file: %w", err)
 	}
 	s.log.Debug("hosts file applied", "result", res, "entries", len(plan.Entries), "pending", len(plan.Pending), "generation", d.Generation)
-	if s.opts.WaitForAll && !s.complete {
-		if !plan.Complete() {
-			return &IncompleteError{Missing: plan.Pending}
-		}
-		s.complete = true
-	}
 	return nil
 }
 

@@ -3,7 +3,6 @@ package hostsfile
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -124,6 +123,9 @@ func inodeOf(t *testing.T, path string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
+// With WaitForAll the writer does not fail on an incomplete set: waiting
+// for the expected names is membership's gate (Missing feeds it), not a
+// failed Apply.
 func TestWaitForAll(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	s, err := New(Options{Path: path, NameTemplate: "{{.Role}}-{{.Index}}", Expected: []string{"ps-0", "worker-0"}, WaitForAll: true})
@@ -132,18 +134,18 @@ func TestWaitForAll(t *testing.T) {
 	}
 	ctx := context.Background()
 	partial := peer.NewSet(job("ps", "0", "10.0.0.1"))
-	err = s.Apply(ctx, sink.Delivery{Set: partial, Generation: 1, First: true})
-	var ie *IncompleteError
-	if !errors.As(err, &ie) || !reflect.DeepEqual(ie.Missing, []string{"worker-0"}) {
-		t.Fatalf("Apply(partial) = %v, want IncompleteError{worker-0}", err)
+	if got := s.Missing(partial); !reflect.DeepEqual(got, []string{"worker-0"}) {
+		t.Fatalf("Missing(partial) = %v, want [worker-0]", got)
+	}
+	if err := s.Apply(ctx, sink.Delivery{Set: partial, Generation: 1, First: true}); err != nil {
+		t.Fatalf("Apply(partial) = %v, want nil (the gate is membership's)", err)
 	}
 	assertContent(t, path, "# BEGIN flock peer-finder\n10.0.0.1\tps-0\n# no address yet: worker-0\n# END flock peer-finder\n")
 	full := peer.NewSet(job("ps", "0", "10.0.0.1"), job("worker", "0", "10.0.0.2"))
-	if err := s.Apply(ctx, sink.Delivery{Set: full, Generation: 2, First: true}); err != nil {
-		t.Fatalf("Apply(full) = %v", err)
+	if got := s.Missing(full); len(got) != 0 {
+		t.Fatalf("Missing(full) = %v", got)
 	}
-	// Once complete, a retried worker without an address yet is no error.
-	if err := s.Apply(ctx, sink.Delivery{Set: partial, Generation: 3}); err != nil {
-		t.Fatalf("Apply(partial after complete) = %v", err)
+	if !s.HoldsBack() {
+		t.Error("HoldsBack() = false with WaitForAll")
 	}
 }
