@@ -112,6 +112,10 @@ const refusalRetry = 30 * time.Second
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Secure metrics (-metrics-secure): the token of each client is reviewed
+// and its access to /metrics checked with the API server.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Reconcile brings one Flock's objects to the desired state and records
 // the status. It is level-based: it reads everything it decides from, so a

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
@@ -35,6 +36,12 @@ import (
 type ManagerOptions struct {
 	// MetricsAddr is where Prometheus metrics are served; "0" disables.
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS (a self-signed certificate)
+	// to clients that authenticate with a Kubernetes token and are allowed
+	// "get" on the non-resource URL /metrics (a TokenReview and a
+	// SubjectAccessReview per client, cached). Without it, metrics are
+	// plain HTTP for anyone who reaches MetricsAddr.
+	MetricsSecure bool
 	// ProbeAddr is where /healthz and /readyz are served; "" or "0" disables.
 	ProbeAddr string
 	// LeaderElection makes only one replica reconcile at a time.
@@ -130,7 +137,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                              s,
 		Logger:                              o.Logger,
-		Metrics:                             metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                             metricsOptions(o),
 		HealthProbeBindAddress:              probe,
 		LeaderElection:                      o.LeaderElection,
 		LeaderElectionID:                    leaderElectionID,
@@ -198,6 +205,18 @@ type eventsManager struct {
 func (m *eventsManager) Start(ctx context.Context) error {
 	defer m.events.Shutdown()
 	return m.Manager.Start(ctx)
+}
+
+// metricsOptions serves /metrics as o says: with authentication and
+// authorization through the API server (controller-runtime's filters) when
+// MetricsSecure, plain otherwise.
+func metricsOptions(o ManagerOptions) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -18,7 +18,7 @@ func TestParseArgs(t *testing.T) {
 			if !slices.Equal(c.manager.AllowedStoragePaths, []string{"/var/lib/flock"}) {
 				t.Errorf("AllowedStoragePaths = %q, want /var/lib/flock", c.manager.AllowedStoragePaths)
 			}
-			if !c.manager.LeaderElection || c.manager.MetricsAddr != ":8080" || c.manager.ProbeAddr != ":8081" || c.logFormat != "text" || c.logLevel != slog.LevelInfo {
+			if !c.manager.LeaderElection || c.manager.MetricsAddr != ":8443" || !c.manager.MetricsSecure || c.manager.ProbeAddr != ":8081" || c.logFormat != "text" || c.logLevel != slog.LevelInfo {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},
