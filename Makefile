@@ -63,14 +63,14 @@ IMAGE_ALIASES ?= dev
 IMAGE_OUT ?= $(BIN)/images
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
-images: ## Build the peer-finder, flock-controller and pause images (linux/amd64+arm64) as OCI archives in bin/images.
+images: cluster-build ## Build the peer-finder, flock-controller and pause images (linux/amd64+arm64) and the application images (ghcr.io/flockd/apps/*, this machine's arch) as OCI archives in bin/images.
 	@for arch in $(IMAGE_ARCHES); do \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(BIN)/$$arch/ \
 			./cmd/peer-finder ./cmd/flock-controller ./cmd/pause || exit 1; \
 	done
 	@$(GO) run ./hack/images -bin=$(BIN) -out=$(IMAGE_OUT) -repo=$(IMAGE_REPO) -tag=$(IMAGE_TAG) -aliases=$(IMAGE_ALIASES) \
 		-arches=$(shell echo $(IMAGE_ARCHES) | tr ' ' ,) -source-date-epoch=$(SOURCE_DATE_EPOCH) \
-		-revision=$(shell git rev-parse HEAD 2>/dev/null)
+		-revision=$(shell git rev-parse HEAD 2>/dev/null) -apps
 
 # A release: static binaries of peer-finder and flock-controller for each
 # arch, the images (named by the version only, no :dev), SHA256SUMS over all
@@ -121,6 +121,11 @@ bench-latency: cluster-build ## Latency side by side: pod ready -> hook start fo
 
 bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock's dns and endpointslice sources and upstream peer-finder (root; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/footprint $(FOOTPRINT_FLAGS)
+
+CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
+
+campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real node, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
+	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/campaign $(CAMPAIGN_FLAGS)
 
 # The packages whose rules matter; a mutant is run against its own package's unit tests.
 MUTATE_PKGS ?= ./peerfinder/membership ./peerfinder/bootstrap ./peerfinder/source/dns ./peerfinder/engine ./peerfinder/sink/hook ./internal/atomicfile ./peerfinder/sink/hostsfile
@@ -174,5 +179,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests api-docs verify controller controller-demo
 
-.PHONY: help build test mutate fuzz images release release-check demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test mutate fuzz campaign images release release-check demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

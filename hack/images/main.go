@@ -1,6 +1,8 @@
 // Command images writes flock's OCI image archives (peer-finder,
 // flock-controller, pause) from binaries that `make images` built into
-// <bin>/<arch>/. See internal/images and README.md's Images section.
+// <bin>/<arch>/, and with -apps the application images from the local
+// cluster's cached binaries. See internal/images and README.md's Images
+// section.
 package main
 
 import (
@@ -11,12 +13,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/flockd/flock/internal/images"
+	"github.com/flockd/flock/localcluster"
 )
 
 func main() {
@@ -32,6 +36,7 @@ func main() {
 	fs.StringVar(&o.DebCache, "deb-cache", filepath.Join(home, ".cache", "flock", "debs"), "cache of Debian packages")
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "creation time and mtime of every file, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	fs.StringVar(&o.Revision, "revision", "", "source commit recorded in the images")
+	apps := fs.Bool("apps", false, "also build the application images (ghcr.io/flockd/apps/*, this machine's architecture) from the local cluster's cached binaries (make cluster-build)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -61,4 +66,32 @@ func main() {
 		slog.Error("images failed", "err", err)
 		os.Exit(1)
 	}
+	if *apps {
+		if err := buildApps(ctx, o); err != nil {
+			slog.Error("application images failed", "err", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// buildApps builds the application images from the cached binaries of the
+// local cluster's components.
+func buildApps(ctx context.Context, o images.Options) error {
+	cache, err := localcluster.CacheRoot()
+	if err != nil {
+		return err
+	}
+	bin := func(component, name string) string {
+		for _, c := range localcluster.Components {
+			if c.Name == component {
+				return c.Bin(cache, name)
+			}
+		}
+		panic("no component " + component)
+	}
+	_, err = images.BuildApps(ctx, images.AppOptions{
+		Options: o, Arch: runtime.GOARCH,
+		Etcd: bin("etcd", "etcd"), Etcdctl: bin("etcdctl", "etcdctl"), UpstreamPeerFinder: localcluster.UpstreamPeerFinder(cache),
+	})
+	return err
 }

@@ -1,0 +1,177 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/flockd/flock/internal/imagebuild"
+)
+
+// Application images: the real applications flock bootstraps in
+// examples/apps, each with the application's own CLI and a POSIX shell
+// (busybox) for the example scripts. They are built for the machine's
+// architecture only, from binaries built here (the local cluster's etcd and
+// etcdctl) and Debian packages.
+const (
+	// EtcdApp is ghcr.io/flockd/apps/etcd: etcd and etcdctl.
+	EtcdApp = "apps/etcd"
+	// UpstreamApp holds Kubernetes' own peer-finder (test/images/pets) at
+	// /peer-finder, with busybox to copy it: the "install" init container of
+	// upstream's e2e manifests, for the side-by-side campaign and tests.
+	// Never published.
+	UpstreamApp = "apps/upstream-peer-finder"
+)
+
+// AppPackages are the Debian packages of the application images (per
+// architecture): the shell and the C library the cached binaries link.
+var AppPackages = []string{"busybox-static", "libc6"}
+
+// AppOptions say what BuildApps reads and writes: Options' Repo, Tag,
+// OutDir, DebCache, Created, Revision and Logger (not Arches or BinDir).
+type AppOptions struct {
+	Options
+	// Arch is the GOARCH of the binaries below.
+	Arch string
+	// Etcd, Etcdctl and UpstreamPeerFinder are the binaries' paths.
+	Etcd, Etcdctl, UpstreamPeerFinder string
+}
+
+// ArchiveName is the archive file of an application image: apps/etcd is
+// apps-etcd.tar.
+func ArchiveName(app string) string { return strings.ReplaceAll(app, "/", "-") + ".tar" }
+
+// shell returns busybox with its applets as /bin/*, and /etc.
+func shell(pkgs map[string]Package) (map[string]imagebuild.File, error) {
+	p, ok := pkgs["busybox-static"]
+	if !ok {
+		return nil, errors.New("package busybox-static missing")
+	}
+	bb, ok := p.Files["/bin/busybox"]
+	if !ok || !bb.Mode.IsRegular() {
+		return nil, errors.New("busybox-static has no /bin/busybox")
+	}
+	bb.Mode, bb.UID, bb.GID = 0o755, 0, 0
+	files := map[string]imagebuild.File{bb.Path: bb}
+	for _, a := range Applets {
+		files["/bin/"+a] = imagebuild.Symlink("/bin/"+a, "busybox")
+	}
+	for _, f := range etc("/bin/sh") {
+		files[f.Path] = f
+	}
+	return files, nil
+}
+
+// AppRoot returns an application image's root filesystem: the system layer
+// (busybox, /etc, /tmp, and the C library the binaries need) and the
+// application layer (each binary at its path, mode 0755). pkgs must hold
+// AppPackages for goarch.
+func AppRoot(goarch string, bins map[string][]byte, pkgs map[string]Package) (system, app []imagebuild.File, err error) {
+	triplet, ok := triplets[goarch]
+	if !ok {
+		return nil, nil, fmt.Errorf("unsupported GOARCH %q", goarch)
+	}
+	files, err := shell(pkgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var paths []string
+	for p, data := range bins {
+		h, err := imagebuild.ReadELFHead(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if h.Machine != machines[goarch] {
+			return nil, nil, fmt.Errorf("%s: ELF machine %v is not GOARCH %s", p, h.Machine, goarch)
+		}
+		app = append(app, imagebuild.Regular(p, 0o755, data))
+		files[p] = imagebuild.Regular(p, 0o755, data)
+		paths = append(paths, p)
+	}
+	libc, ok := pkgs["libc6"]
+	if !ok {
+		return nil, nil, errors.New("package libc6 missing")
+	}
+	if _, err := imagebuild.WithLibraries(files, libc.Files, []string{"/lib/" + triplet, "/usr/lib/" + triplet}, paths...); err != nil {
+		return nil, nil, err
+	}
+	for p, f := range files {
+		if _, isApp := bins[p]; !isApp {
+			system = append(system, f)
+		}
+	}
+	return sortFiles(system), sortFiles(app), nil
+}
+
+// BuildApps writes the application images (EtcdApp, UpstreamApp) as OCI
+// archives named by ArchiveName in o.OutDir.
+func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Repo == "" || o.Tag == "" || o.Arch == "" || o.OutDir == "" || o.DebCache == "" {
+		return nil, errors.New("apps images: Repo, Tag, Arch, OutDir and DebCache are required")
+	}
+	pkgs, err := unpack(ctx, o.DebCache, o.Arch, AppPackages)
+	if err != nil {
+		return nil, err
+	}
+	read := func(paths map[string]string) (map[string][]byte, error) {
+		out := map[string][]byte{}
+		for in, from := range paths {
+			b, err := os.ReadFile(from)
+			if err != nil {
+				return nil, fmt.Errorf("apps images (run make cluster-build): %w", err)
+			}
+			out[in] = b
+		}
+		return out, nil
+	}
+	apps := []struct {
+		name string
+		bins map[string]string
+		cfg  imagebuild.Config
+	}{
+		{EtcdApp, map[string]string{"/usr/local/bin/etcd": o.Etcd, "/usr/local/bin/etcdctl": o.Etcdctl},
+			imagebuild.Config{Entrypoint: []string{"/usr/local/bin/etcd"}}},
+		{UpstreamApp, map[string]string{"/peer-finder": o.UpstreamPeerFinder},
+			imagebuild.Config{Entrypoint: []string{"/bin/cp", "/peer-finder"}}},
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("apps images: %w", err)
+	}
+	var out []Archive
+	for _, a := range apps {
+		bins, err := read(a.bins)
+		if err != nil {
+			return nil, err
+		}
+		system, app, err := AppRoot(o.Arch, bins, pkgs)
+		if err != nil {
+			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
+		}
+		img, err := image(o.Options, o.Arch, a.cfg, a.name, pkgs, system, app)
+		if err != nil {
+			return nil, err
+		}
+		ref := o.Repo + "/" + a.name + ":" + o.Tag
+		idx, err := imagebuild.Index(labels(o.Options, a.name), []v1.Image{img}...)
+		if err != nil {
+			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
+		}
+		arc := Archive{Ref: ref, Path: filepath.Join(o.OutDir, ArchiveName(a.name))}
+		if err := imagebuild.WriteArchive(arc.Path, ref, idx, o.Created); err != nil {
+			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
+		}
+		log.Info("image written", "ref", ref, "path", arc.Path, "arches", o.Arch)
+		out = append(out, arc)
+	}
+	return out, nil
+}
