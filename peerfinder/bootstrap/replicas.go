@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +39,52 @@ type Replicas struct {
 	// RetryMin and RetryMax bound the backoff while the pod cannot be read.
 	// Defaults: 1s and 30s.
 	RetryMin, RetryMax time.Duration
+	// InitMode is true when the one delivery is awaited in an init
+	// container: then, for an OrderedReady StatefulSet, the expected size
+	// is this member and the ordinals below it (see Expected).
+	InitMode bool
 
 	first atomic.Int64
 	owner atomic.Pointer[string]
+	// ordinal is this pod's ordinal, -1 when unknown.
+	ordinal int
+}
+
+// Expected is the size to wait for: spec.replicas, except for a member in
+// init mode (InitMode) of an OrderedReady StatefulSet (the default policy).
+// Such a StatefulSet creates a pod only once every lower ordinal is Ready,
+// and a pod is not Ready while its init container waits, so a member can
+// never see more than itself and the ordinals below it: it waits for those
+// (ordinal - first + 1), at most spec.replicas. ordinal < 0 means unknown.
+func Expected(ss *appsv1.StatefulSet, ordinal int, initMode bool) int {
+	n := 1
+	if ss.Spec.Replicas != nil {
+		n = int(*ss.Spec.Replicas)
+	}
+	if !initMode || ordinal < 0 || ss.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
+		return n
+	}
+	first := 0
+	if ss.Spec.Ordinals != nil {
+		first = int(ss.Spec.Ordinals.Start)
+	}
+	if k := ordinal - first + 1; k >= 1 && k < n {
+		return k
+	}
+	return n
+}
+
+// podOrdinal is a StatefulSet pod's ordinal: its pod-index label, else the
+// number after the StatefulSet's name; -1 when neither says.
+func podOrdinal(pod *metav1.ObjectMeta, set string) int {
+	v, ok := pod.Labels[appsv1.PodIndexLabel]
+	if !ok {
+		v, ok = strings.CutPrefix(pod.Name, set+"-")
+	}
+	if i, err := strconv.Atoi(v); ok && err == nil && i >= 0 {
+		return i
+	}
+	return -1
 }
 
 // FirstOrdinal returns the StatefulSet's first ordinal (spec.ordinals.start),
@@ -87,6 +132,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 			if name, err = Owner(&pod.ObjectMeta); err != nil {
 				return err
 			}
+			r.ordinal = podOrdinal(&pod.ObjectMeta, name)
 			break
 		}
 		if ctx.Err() != nil {
@@ -151,10 +197,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 			continue // deleted: keep the last size
 		}
 		ss := obj.(*appsv1.StatefulSet)
-		n := 1
-		if ss.Spec.Replicas != nil {
-			n = int(*ss.Spec.Replicas)
-		}
+		n := Expected(ss, r.ordinal, r.InitMode)
 		if ss.Spec.Ordinals != nil {
 			r.first.Store(int64(ss.Spec.Ordinals.Start))
 		}
@@ -191,10 +234,7 @@ func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int
 		if ss.Name != name {
 			continue
 		}
-		replicas = 1
-		if ss.Spec.Replicas != nil {
-			replicas = int(*ss.Spec.Replicas)
-		}
+		replicas = Expected(&ss, podOrdinal(&pod.ObjectMeta, name), r.InitMode)
 		if ss.Spec.Ordinals != nil {
 			first = int(ss.Spec.Ordinals.Start)
 		}

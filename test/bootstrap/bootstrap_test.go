@@ -69,10 +69,11 @@ func TestExpectAutoWaitsForReplicasAndFollowsScale(t *testing.T) {
 	}
 }
 
-// TestBootstrapTimeoutExitsThree runs init mode with -expect=auto against a
+// TestBootstrapTimeoutExitsThree runs init mode with -expect=3 against a
 // StatefulSet of 3 whose first pod never becomes ready, so (OrderedReady)
 // the others are never created: peer-finder must give up with status 3
-// without running the hook.
+// without running the hook. (With -expect=auto, web-0 of an OrderedReady
+// StatefulSet waits only for itself: TestExpectAutoOrderedReadyInitMode.)
 func TestBootstrapTimeoutExitsThree(t *testing.T) {
 	c := clustertest.Get(t)
 	ns := c.Namespace(t)
@@ -83,7 +84,7 @@ func TestBootstrapTimeoutExitsThree(t *testing.T) {
 	h := newHook(t)
 	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
 		"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready",
-		"-expect=auto", "-bootstrap-timeout=3s", "-on-start=" + h.command(),
+		"-expect=3", "-bootstrap-timeout=3s", "-on-start=" + h.command(),
 	}}
 	began := time.Now()
 	code, _, stderr := p.main(t.Context())
@@ -207,5 +208,34 @@ func TestLeaseClaimRace(t *testing.T) {
 	winners := slices.IndexFunc(got, func(r *flockbootstrap.Record) bool { return r.UID == "" })
 	if winners >= 0 {
 		t.Errorf("a claim returned a record without UID")
+	}
+}
+
+// TestExpectAutoOrderedReadyInitMode: an OrderedReady StatefulSet creates
+// web-1 only once web-0 is Ready, and web-0 is not Ready while its init
+// container waits. So in init mode -expect=auto makes web-0 wait for itself
+// alone (and form), not for spec.replicas, which could never be visible.
+// Before, web-0 waited for 3 until -bootstrap-timeout (this setup was
+// TestBootstrapTimeoutExitsThree's); on the real node every OrderedReady
+// etcd round of the campaign was stuck so.
+func TestExpectAutoOrderedReadyInitMode(t *testing.T) {
+	c := clustertest.Get(t)
+	ns := c.Namespace(t)
+	fixture.HeadlessService(t, c.Client, ns, true)
+	fixture.StatefulSet(t, c.Client, ns, 3, fixture.StatefulSetOptions{PodManagementPolicy: appsv1.OrderedReadyPodManagement, PodAnnotations: map[string]string{"test.flockd.io/ready": "false"}})
+	fixture.WaitRunningPod(t, c.Client, ns, "web-0", "")
+
+	h := newHook(t)
+	p := pf{c: c, ns: ns, pod: "web-0", args: []string{
+		"-kubeconfig=" + c.Kubeconfig, "-source=endpointslice", "-include-not-ready",
+		"-expect=auto", "-bootstrap-timeout=30s", "-on-start=" + h.command(),
+	}}
+	code, _, stderr := p.main(t.Context())
+	ds := h.deliveries(t)
+	if code != peerfinder.ExitOK || len(ds) != 1 {
+		t.Fatalf("exit status %d, deliveries %v, want 0 and one:\n%s", code, ds, stderr)
+	}
+	if want := names("web", 1); !slices.Equal(ds[0].peers, want) || ds[0].role != "form" {
+		t.Errorf("delivered %v role %q, want %v and form", ds[0].peers, ds[0].role, want)
 	}
 }
