@@ -30,7 +30,7 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, kc *kubeClient) (*boot
 		return nil, err
 	}
 	if cfg.Bootstrap.ExpectAuto {
-		b.replicas = &bootstrap.Replicas{Client: client, Namespace: cfg.Namespace, Pod: cfg.Bootstrap.PodName, Logger: log.With("component", "expect")}
+		b.replicas = &bootstrap.Replicas{Client: client, Namespace: cfg.Namespace, Pod: cfg.Bootstrap.PodName, InitMode: cfg.InitMode(), Logger: log.With("component", "expect")}
 		b.roler.FirstOrdinal = b.replicas.FirstOrdinal
 	}
 	if cfg.Bootstrap.ClusterLease != "" {

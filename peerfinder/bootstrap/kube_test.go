@@ -215,3 +215,71 @@ func TestRolerKeepsItsRoleWhenTheLeaseIsUnreadable(t *testing.T) {
 type formed struct{ Pod, UID string }
 
 func former(r *Record) formed { return formed{Pod: r.Pod, UID: r.UID} }
+
+// TestRolerFormerReplacedWithItsClaim: pod-0 formed (recorded with its
+// claim), then was replaced before anyone joined, its claim kept. The new
+// pod-0 mounts the former's claim: it is told form and becomes the recorded
+// former (before, it was told join, and so was everyone: nobody to join).
+// A pod-0 whose claim was re-created (data lost) is still told join.
+func TestRolerFormerReplacedWithItsClaim(t *testing.T) {
+	ctx := t.Context()
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-db-0", Namespace: "ns", UID: "c0"}}
+	pod := func(uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "ns", UID: types.UID(uid)}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}},
+		}}}
+	}
+	c := fake.NewClientset(claim, pod("u0"))
+	lease := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+	role := func(uid string) string {
+		t.Helper()
+		r := &Roler{Lease: lease, Data: &Data{Client: c.CoreV1(), Namespace: "ns"}, Pod: "db-0"}
+		got, err := r.Role(ctx, set, fqdn("db-0"))
+		if err != nil {
+			t.Fatalf("pod-0 uid %s: %v", uid, err)
+		}
+		return got
+	}
+	replace := func(uid string) {
+		t.Helper()
+		if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod(uid), "ns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := role("u0"); got != "form" {
+		t.Fatalf("first pod-0: %q, want form", got)
+	}
+	replace("u0-new")
+	if got := role("u0-new"); got != "form" {
+		t.Fatalf("pod-0 replaced, its claim kept: %q, want form", got)
+	}
+	rec, err := lease.Read(ctx)
+	if err != nil || rec == nil || rec.UID != "u0-new" || len(rec.Members) != 1 || rec.Members[0].UID != "u0-new" {
+		t.Fatalf("record after the replacement: %+v, %v; want the new pod-0 as the former and only member", rec, err)
+	}
+	// db-1 joins with a claim of its own; then pod-0's claim is lost
+	// (re-created with a new UID) and the pod replaced: db-1 holds the
+	// cluster's data, so pod-0 must join.
+	c1 := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-db-1", Namespace: "ns", UID: "c1"}}
+	p1 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-1", Namespace: "ns", UID: "u1"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-1"}}},
+	}}}
+	for _, o := range []runtime.Object{c1, p1} {
+		if err := c.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1 := &Roler{Lease: lease, Data: &Data{Client: c.CoreV1(), Namespace: "ns"}, Pod: "db-1"}
+	if got, err := r1.Role(ctx, set, fqdn("db-1")); err != nil || got != "join" {
+		t.Fatalf("db-1: %q, %v; want join", got, err)
+	}
+	claim.UID = "c0-new"
+	if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), claim, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	replace("u0-newer")
+	if got := role("u0-newer"); got != "join" {
+		t.Fatalf("pod-0 with a new claim while db-1 keeps its data: %q, want join", got)
+	}
+}

@@ -55,9 +55,12 @@
 // A Lease records that formation started, not that it succeeded. If the
 // member that formed fails midway (its on-start hook fails) the same pod
 // keeps being told "form" on retries and restarts; if that pod is replaced
-// while it still has its claim, its successor is told "join" and has nobody
-// to join: an operator deletes the Lease to let the first ordinal form
-// again. Data outside claims (a hostPath) is not seen: a pod re-created on
+// while it still has its claim, its successor mounts that claim: it is the
+// same member with the same data, and is told "form" (reason
+// formed-with-this-data; it then writes itself into the record as the pod
+// that formed). Without that rule a pod-0 deleted between its formation
+// and its first write left every member told "join" with nobody to join
+// (the etcd campaign's member killed mid-bootstrap). Data outside claims (a hostPath) is not seen: a pod re-created on
 // the same node with the same hostPath counts as new. The role is advice for
 // a member with an empty data directory; a member that already has data
 // should start from it whatever the role.
@@ -94,6 +97,7 @@ const (
 	OrdinalUnknown    Reason = "ordinal-unknown"       // no ordinal and no Lease to elect with: join
 	ElectedByLease    Reason = "elected-by-lease"      // no ordinal, Lease free: claim it to form
 	RecordedSelf      Reason = "formed-by-self"        // the Lease names this very pod: form
+	RecordedData      Reason = "formed-with-this-data" // the Lease names an earlier pod of this name whose claim this pod has: form
 	RecordedOther     Reason = "formed-by-other"       // the Lease names another pod (or an earlier pod of the same name): join
 	RecordUnreadable  Reason = "record-without-uid"    // the Lease names a pod but no UID: join
 	SelfIdentityUnset Reason = "self-uid-unknown"      // a Lease is used but this pod's UID is unknown: join
@@ -131,6 +135,9 @@ type Input struct {
 	// SelfPod and SelfUID identify this pod; SelfUID is required with a
 	// record, since the pod name alone cannot tell a re-created pod apart.
 	SelfPod, SelfUID string
+	// FormerData is true when this pod mounts a claim of the member that
+	// formed (the record's entry of the forming pod's UID).
+	FormerData bool
 }
 
 // Decision is the outcome of Decide.
@@ -145,6 +152,10 @@ type Decision struct {
 	// (over the stale one), and decide again (it will then get RecordedSelf
 	// or RecordedOther).
 	Claim bool
+	// Adopt is set with reason RecordedData: the caller writes itself into
+	// the record as the pod that formed (keeping the member list), and
+	// decides again (it will then get RecordedSelf).
+	Adopt bool
 }
 
 // Decide applies the bootstrap rule (see the package documentation). It is
@@ -172,6 +183,9 @@ func Decide(in Input) Decision {
 			case r.UID == in.SelfUID:
 				return Decision{Role: Form, Reason: RecordedSelf,
 					Detail: fmt.Sprintf("the cluster record names this pod (%s, uid %s) as the one that formed the cluster", r.Pod, r.UID)}
+			case r.Pod == in.SelfPod && in.FormerData:
+				return Decision{Role: Form, Reason: RecordedData, Adopt: true,
+					Detail: fmt.Sprintf("the cluster was formed by an earlier pod named %s (uid %s) whose claim this pod mounts: the same member with the same data", r.Pod, r.UID)}
 			case r.Pod == in.SelfPod:
 				return Decision{Role: Join, Reason: RecordedOther,
 					Detail: fmt.Sprintf("the cluster was formed by an earlier pod named %s (uid %s); this pod (uid %s) replaces it and must join, even if its data is empty", r.Pod, r.UID, in.SelfUID)}

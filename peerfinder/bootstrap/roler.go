@@ -70,6 +70,11 @@ func (r *Roler) input(ctx context.Context, set peer.Set, self string) (Input, []
 	if rec == nil || len(rec.Members) == 0 || rec.UID == me.UID || r.Data == nil {
 		return in, nil, nil
 	}
+	for _, m := range rec.Members {
+		if m.UID == rec.UID && m.sharesData(me) {
+			in.FormerData = true
+		}
+	}
 	var gone []Member
 	for _, m := range rec.Members {
 		if m.UID == me.UID || m.sharesData(me) {
@@ -184,6 +189,12 @@ func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Deci
 		return Decision{}, ErrChanged
 	}
 	next, changed := register(in.Record, me, gone)
+	if d.Adopt {
+		if err := r.Lease.Replace(ctx, in.Record, Record{Pod: r.Pod, UID: me.UID, Members: next}, self); err != nil {
+			return Decision{}, err
+		}
+		return Decision{}, ErrChanged // read it back: formed-by-self
+	}
 	if !changed {
 		return d, nil
 	}

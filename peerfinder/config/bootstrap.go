@@ -59,7 +59,7 @@ func (e *expectFlag) Set(s string) error {
 // addBootstrapFlags registers the bootstrap flags on fs.
 func (c *Config) addBootstrapFlags(fs *flag.FlagSet) {
 	b := &c.Bootstrap
-	fs.Var((*expectFlag)(b), "expect", "Deliver only when this many members are visible: a `number`, or auto for spec.replicas of the StatefulSet that owns this pod (followed live; needs get on pods and list,watch on statefulsets). 0 disables.")
+	fs.Var((*expectFlag)(b), "expect", "Deliver only when this many members are visible: a `number`, or auto for spec.replicas of the StatefulSet that owns this pod (followed live; in init mode with OrderedReady pods, this member and the ordinals below it, the most such a StatefulSet can start; needs get on pods and list,watch on statefulsets). 0 disables.")
 	fs.DurationVar(&b.Timeout, "bootstrap-timeout", 0, "Give up when the first peer set was not delivered within this long, exiting with status 3 (meant for init-container mode); 0 waits forever.")
 	fs.StringVar(&b.ClusterLease, "cluster-lease", "", "Record in this coordination.k8s.io Lease `name` which pod formed the cluster and each member's data identity (claim UIDs), so a member that lost its data (pod-0 with an empty volume) is told PEER_FINDER_BOOTSTRAP=join while any member's data exists, and a cluster whose data is all gone forms again. Needs create on leases, get,update on this Lease, get on pods and persistentvolumeclaims.")
 }
