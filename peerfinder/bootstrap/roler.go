@@ -190,6 +190,9 @@ func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Deci
 	}
 	next, changed := register(in.Record, me, gone)
 	if d.Adopt {
+		if r.Logger != nil {
+			r.Logger.Info("adopting the cluster record", "reason", d.Reason, "detail", d.Detail)
+		}
 		if err := r.Lease.Replace(ctx, in.Record, Record{Pod: r.Pod, UID: me.UID, Members: next}, self); err != nil {
 			return Decision{}, err
 		}

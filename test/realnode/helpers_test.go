@@ -255,3 +255,17 @@ func repoFile(t *testing.T, rel string) []byte {
 	}
 	return b
 }
+
+// repoPath is the absolute path of a file or directory of the repository.
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := localcluster.RepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, rel)
+}

@@ -1,0 +1,451 @@
+package apps
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flockd/flock/localcluster"
+)
+
+// Subjects of the campaign: flock's peer-finder as examples/apps/etcd runs
+// it, and Kubernetes' upstream peer-finder in the same manifest.
+const (
+	Flock    = "flock"
+	Upstream = "upstream"
+)
+
+// UpstreamImage holds upstream's peer-finder at /peer-finder (make images).
+const UpstreamImage = "ghcr.io/flockd/apps/upstream-peer-finder:dev"
+
+// Plan is one round's schedule, the same for every subject.
+type Plan struct {
+	Round    int
+	Replicas int
+	// Policy is the StatefulSet's podManagementPolicy.
+	Policy string
+	// Skew delays each pod's start (an init container sleeps), by pod name.
+	Skew map[string]time.Duration
+	// KillAt > 0 deletes pod Kill that long after the StatefulSet was
+	// created (mid-bootstrap).
+	KillAt time.Duration
+	Kill   string
+	// ScaleAt > 0 scales to ScaleTo that long after creation.
+	ScaleAt time.Duration
+	ScaleTo int
+	// Wipe deletes etcd-0 and its claim (its data) WipeAfter once the
+	// cluster was first healthy, and waits until it is healthy again.
+	Wipe      bool
+	WipeAfter time.Duration
+}
+
+// NewPlan draws round's schedule from seed: the same seed and round give
+// the same plan.
+func NewPlan(seed uint64, round, replicas int) Plan {
+	r := rand.New(rand.NewPCG(seed, uint64(round)))
+	p := Plan{Round: round, Replicas: replicas, Policy: "Parallel", Skew: map[string]time.Duration{}}
+	if r.IntN(2) == 0 {
+		p.Policy = "OrderedReady"
+	}
+	for i := range replicas + 2 {
+		p.Skew[fmt.Sprintf("etcd-%d", i)] = time.Duration(r.IntN(5000)) * time.Millisecond
+	}
+	if r.IntN(2) == 0 {
+		p.KillAt = time.Duration(2000+r.IntN(18000)) * time.Millisecond
+		p.Kill = fmt.Sprintf("etcd-%d", r.IntN(replicas))
+	}
+	if r.IntN(2) == 0 {
+		p.ScaleAt = time.Duration(1000+r.IntN(14000)) * time.Millisecond
+		p.ScaleTo = replicas + 2
+	}
+	if r.IntN(2) == 0 {
+		p.Wipe = true
+		p.WipeAfter = time.Duration(r.IntN(5000)) * time.Millisecond
+	}
+	return p
+}
+
+// String is the plan in words, for logs.
+func (p Plan) String() string {
+	s := fmt.Sprintf("round %d: %d members, %s", p.Round, p.Replicas, p.Policy)
+	if p.KillAt > 0 {
+		s += fmt.Sprintf(", kill %s at %s", p.Kill, p.KillAt)
+	}
+	if p.ScaleAt > 0 {
+		s += fmt.Sprintf(", scale to %d at %s", p.ScaleTo, p.ScaleAt)
+	}
+	if p.Wipe {
+		s += fmt.Sprintf(", wipe etcd-0 %s after healthy", p.WipeAfter)
+	}
+	return s
+}
+
+// Outcome of a round for one subject.
+type Outcome struct {
+	Subject string
+	Plan    Plan
+	NS      string
+	// Split: more than one cluster id was seen, or members disagree.
+	Split bool
+	// Stuck: no healthy cluster within the deadline (and no split).
+	Stuck bool
+	// Healthy is the time from the StatefulSet's creation to the first
+	// healthy cluster after the faults of the bootstrap; Rejoin the time
+	// from the wipe to healthy again.
+	Healthy, Rejoin time.Duration
+	Detail          string
+}
+
+// Campaign runs rounds against a cluster.
+type Campaign struct {
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Manifests are examples/apps/etcd's resources, in order.
+	Manifests [][]byte
+	// Edit is applied to every object before it is created (e.g. to land
+	// pods on a node).
+	Edit func(ns string, o *unstructured.Unstructured)
+	// Deadline bounds each phase (formation, rejoin) of a round.
+	Deadline time.Duration
+	// LogDir, when set, receives the containers' logs of failed rounds.
+	LogDir string
+	// Keep leaves the namespaces of failed rounds.
+	Keep bool
+}
+
+// Manifests reads the resources of a kustomization directory, in order.
+func Manifests(dir string) ([][]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	var out [][]byte
+	for _, r := range k.Resources {
+		m, err := os.ReadFile(filepath.Join(dir, r))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Run runs plan for subject in a new namespace and deletes it after.
+func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
+	out := Outcome{Subject: subject, Plan: plan}
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: fmt.Sprintf("campaign-%s-%d-", subject, plan.Round), Labels: map[string]string{"flockd.io/campaign": subject},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		out.Stuck, out.Detail = true, fmt.Sprintf("create namespace: %v", err)
+		return out
+	}
+	out.NS = ns.Name
+	failed := true
+	defer func() {
+		if failed && c.LogDir != "" {
+			c.saveLogs(out)
+		}
+		if !failed || !c.Keep {
+			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		}
+	}()
+	if err := c.create(ctx, ns.Name, subject, plan); err != nil {
+		out.Stuck, out.Detail = true, err.Error()
+		return out
+	}
+	c.round(ctx, &out)
+	failed = out.Split || out.Stuck
+	return out
+}
+
+func (c *Campaign) round(ctx context.Context, out *Outcome) {
+	plan, ns := out.Plan, out.NS
+	t0 := time.Now()
+	faults := make(chan error, 2)
+	pending := 0
+	if plan.KillAt > 0 {
+		pending++
+		go func() {
+			time.Sleep(plan.KillAt)
+			faults <- c.Client.CoreV1().Pods(ns).Delete(ctx, plan.Kill, metav1.DeleteOptions{})
+		}()
+	}
+	if plan.ScaleAt > 0 {
+		pending++
+		go func() {
+			time.Sleep(plan.ScaleAt)
+			faults <- c.scale(ctx, ns, plan.ScaleTo)
+		}()
+	}
+	want := plan.Replicas
+	if plan.ScaleAt > 0 {
+		want = plan.ScaleTo
+	}
+	ex := NewExec(c.Config, c.Client)
+	seen := map[uint64]bool{}
+	// settle polls until the want pods form one healthy cluster, after every
+	// pending fault happened; false on a split or at the deadline.
+	settle := func(deadline time.Time) bool {
+		pods := make([]string, want)
+		for i := range pods {
+			pods[i] = fmt.Sprintf("etcd-%d", i)
+		}
+		for {
+			for pending > 0 {
+				select {
+				case err := <-faults:
+					pending--
+					if err != nil && !apierrors.IsNotFound(err) {
+						out.Detail = fmt.Sprintf("fault: %v", err)
+					}
+					continue
+				default:
+				}
+				break
+			}
+			v := JudgeEtcd(ReadEtcdAll(ctx, ex, ns, pods), pods)
+			for _, id := range v.ClusterIDs {
+				seen[id] = true
+			}
+			if len(seen) > 1 {
+				out.Split = true
+				out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(mapsKeys(seen)), v.Detail)
+				return false
+			}
+			if v.Healthy && pending == 0 {
+				return true
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				out.Stuck = true
+				out.Detail = v.Detail
+				return false
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+	if !settle(t0.Add(c.Deadline)) {
+		return
+	}
+	out.Healthy = time.Since(t0)
+	if !plan.Wipe {
+		return
+	}
+	time.Sleep(plan.WipeAfter)
+	t1 := time.Now()
+	if err := c.wipe(ctx, ns, "etcd-0", "data-etcd-0"); err != nil {
+		out.Stuck, out.Detail = true, err.Error()
+		return
+	}
+	if !settle(t1.Add(c.Deadline)) {
+		out.Detail = "after the wipe of etcd-0: " + out.Detail
+		return
+	}
+	out.Rejoin = time.Since(t1)
+}
+
+func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// wipe deletes a pod's claim and the pod, so it comes back with an empty
+// volume, and waits until the StatefulSet re-created the pod.
+func (c *Campaign) wipe(ctx context.Context, ns, pod, claim string) error {
+	old, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err == nil && p.UID != old.UID {
+			return nil
+		}
+	}
+	return fmt.Errorf("wipe: %s not re-created within a minute", pod)
+}
+
+func (c *Campaign) scale(ctx context.Context, ns string, n int) error {
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	_, err := c.Client.AppsV1().StatefulSets(ns).Patch(ctx, "etcd", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// create applies the manifests for subject with the plan's policy and skew.
+func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) error {
+	skew := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "campaign-skew"}, "data": map[string]any{},
+	}}
+	for pod, d := range plan.Skew {
+		_ = unstructured.SetNestedField(skew.Object, fmt.Sprintf("%.3f", d.Seconds()), "data", pod)
+	}
+	objs := []*unstructured.Unstructured{skew}
+	for _, m := range c.Manifests {
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
+		for {
+			var o unstructured.Unstructured
+			if err := dec.Decode(&o.Object); err == io.EOF {
+				break
+			} else if err != nil {
+				return fmt.Errorf("decode manifest: %w", err)
+			}
+			if len(o.Object) > 0 {
+				objs = append(objs, &o)
+			}
+		}
+	}
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	groups, err := restmapper.GetAPIGroupResources(c.Client.Discovery())
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	for _, o := range objs {
+		if o.GetKind() == "StatefulSet" {
+			if err := shape(o, subject, plan); err != nil {
+				return err
+			}
+		}
+		if c.Edit != nil {
+			c.Edit(ns, o)
+		}
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
+		if err != nil {
+			return err
+		}
+		o.SetNamespace(ns)
+		if _, err := dc.Resource(m.Resource).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create %s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// shape sets the plan's pod management policy and start skew on the
+// StatefulSet and, for upstream, puts upstream's peer-finder in place of
+// flock's with upstream's flags: the same scripts, no bootstrap role.
+func shape(o *unstructured.Unstructured, subject string, plan Plan) error {
+	_ = unstructured.SetNestedField(o.Object, plan.Policy, "spec", "podManagementPolicy")
+	_ = unstructured.SetNestedField(o.Object, int64(plan.Replicas), "spec", "replicas")
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	inits, _, _ := unstructured.NestedSlice(spec, "initContainers")
+	conts, _, _ := unstructured.NestedSlice(spec, "containers")
+	for _, list := range [][]any{inits, conts} {
+		for _, x := range list {
+			ct := x.(map[string]any)
+			switch name := ct["name"]; {
+			case subject == Upstream && name == "install":
+				ct["image"] = UpstreamImage
+			case subject == Upstream && name == "bootstrap":
+				ct["command"] = []any{"/flock/peer-finder", "-on-start=/scripts/on-start.sh", "-service=etcd"}
+			case subject == Upstream && name == "peer-finder":
+				ct["command"] = []any{"/flock/peer-finder", "-on-change=/scripts/on-change.sh", "-service=etcd"}
+			}
+		}
+	}
+	if len(inits) == 0 {
+		return fmt.Errorf("the StatefulSet has no init containers")
+	}
+	img := inits[len(inits)-1].(map[string]any)["image"]
+	skew := map[string]any{
+		"name": "skew", "image": img,
+		"command":      []any{"/bin/sh", "-c", `sleep "$(cat /skew/$(hostname) 2>/dev/null || echo 0)"`},
+		"volumeMounts": []any{map[string]any{"name": "campaign-skew", "mountPath": "/skew"}},
+	}
+	spec["initContainers"] = append([]any{skew}, inits...)
+	spec["containers"] = conts
+	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+	spec["volumes"] = append(vols, map[string]any{"name": "campaign-skew", "configMap": map[string]any{"name": "campaign-skew"}})
+	return unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
+}
+
+// saveLogs writes every container's log of the round's pods to LogDir.
+func (c *Campaign) saveLogs(out Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(c.LogDir, out.NS)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	var sum strings.Builder
+	fmt.Fprintf(&sum, "%s\nsubject %s split %v stuck %v\n%s\n", out.Plan, out.Subject, out.Split, out.Stuck, out.Detail)
+	_ = os.WriteFile(filepath.Join(dir, "outcome.txt"), []byte(sum.String()), 0o644)
+	pods, err := c.Client.CoreV1().Pods(out.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		for _, ct := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			for _, prev := range []bool{false, true} {
+				raw, err := c.Client.CoreV1().Pods(out.NS).GetLogs(p.Name, &corev1.PodLogOptions{Container: ct.Name, Previous: prev}).DoRaw(ctx)
+				if err != nil || len(raw) == 0 {
+					continue
+				}
+				name := p.Name + "." + ct.Name
+				if prev {
+					name += ".previous"
+				}
+				_ = os.WriteFile(filepath.Join(dir, name+".log"), raw, 0o644)
+			}
+		}
+	}
+}
+
+// ForRealNode lands an object's pods on the local cluster's real node (its
+// label and taint) and points RoleBinding subjects at ns: the only changes
+// the campaign makes to the example.
+func ForRealNode(ns string, o *unstructured.Unstructured) {
+	switch o.GetKind() {
+	case "RoleBinding":
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		for _, s := range subjects {
+			s.(map[string]any)["namespace"] = ns
+		}
+		_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
+	case "StatefulSet":
+		spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		spec["nodeSelector"] = map[string]any{localcluster.RealNodeLabel: "true"}
+		tol, _, _ := unstructured.NestedSlice(spec, "tolerations")
+		spec["tolerations"] = append(tol, map[string]any{"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+		_ = unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
+	}
+}

@@ -1,0 +1,148 @@
+// Package apps judges real applications by their own view of their cluster:
+// the oracle of test/realnode's application tests and of bench/campaign.
+// Views are read inside the application's containers with its own CLI
+// (etcdctl); Judge is pure.
+package apps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// Exec runs cmd in a container and returns its stdout and stderr.
+type Exec func(ctx context.Context, ns, pod, container string, cmd ...string) (string, error)
+
+// NewExec returns an Exec through the apiserver and the kubelet, as kubectl
+// exec does.
+func NewExec(cfg *rest.Config, cs kubernetes.Interface) Exec {
+	return func(ctx context.Context, ns, pod, container string, cmd ...string) (string, error) {
+		req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+		ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
+		if err != nil {
+			return "", err
+		}
+		var out, errb bytes.Buffer
+		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
+		return out.String() + errb.String(), err
+	}
+}
+
+// EtcdView is one pod's etcd's view of its cluster.
+type EtcdView struct {
+	Pod string
+	// ClusterID is 0 when the member did not answer.
+	ClusterID uint64
+	// Members are the member names; an unstarted member has the name "".
+	Members []string
+	Healthy bool
+	// Err says why the view is incomplete.
+	Err string
+}
+
+// EtcdContainer is the container etcdctl runs in.
+const EtcdContainer = "etcd"
+
+// ReadEtcd asks pod's own etcd (http://127.0.0.1:2379) for its member list
+// and health, with etcdctl.
+func ReadEtcd(ctx context.Context, ex Exec, ns, pod string) EtcdView {
+	v := EtcdView{Pod: pod}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	ctl := []string{"etcdctl", "--endpoints=http://127.0.0.1:2379", "--dial-timeout=2s", "--command-timeout=4s"}
+	out, err := ex(ctx, ns, pod, EtcdContainer, append(ctl, "member", "list", "-w", "json")...)
+	if err != nil {
+		v.Err = fmt.Sprintf("member list: %v: %s", err, strings.TrimSpace(out))
+		return v
+	}
+	var ml struct {
+		Header struct {
+			ClusterID uint64 `json:"cluster_id"`
+		} `json:"header"`
+		Members []struct{ Name string } `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(out), &ml); err != nil {
+		v.Err = fmt.Sprintf("member list: %v: %s", err, out)
+		return v
+	}
+	v.ClusterID = ml.Header.ClusterID
+	for _, m := range ml.Members {
+		v.Members = append(v.Members, m.Name)
+	}
+	slices.Sort(v.Members)
+	out, err = ex(ctx, ns, pod, EtcdContainer, append(ctl, "endpoint", "health")...)
+	v.Healthy = err == nil && strings.Contains(out, "is healthy")
+	if !v.Healthy {
+		v.Err = fmt.Sprintf("endpoint health: %v: %s", err, strings.TrimSpace(out))
+	}
+	return v
+}
+
+// ReadEtcdAll reads every pod's view, in parallel.
+func ReadEtcdAll(ctx context.Context, ex Exec, ns string, pods []string) []EtcdView {
+	views := make([]EtcdView, len(pods))
+	done := make(chan struct{})
+	for i, p := range pods {
+		go func() { views[i] = ReadEtcd(ctx, ex, ns, p); done <- struct{}{} }()
+	}
+	for range pods {
+		<-done
+	}
+	return views
+}
+
+// Verdict is what the views say about the cluster.
+type Verdict struct {
+	// Healthy: every pod answered, one cluster id, every member list equal
+	// to the pods (all started), every member healthy.
+	Healthy bool
+	// ClusterIDs are the distinct cluster ids the members reported; more
+	// than one is a split brain.
+	ClusterIDs []uint64
+	// Detail says what is wrong, in words.
+	Detail string
+}
+
+// Split reports more than one cluster id.
+func (v Verdict) Split() bool { return len(v.ClusterIDs) > 1 }
+
+// JudgeEtcd judges views of the StatefulSet's pods (names, the expected
+// membership).
+func JudgeEtcd(views []EtcdView, pods []string) Verdict {
+	want := slices.Sorted(slices.Values(pods))
+	var v Verdict
+	var problems []string
+	for _, e := range views {
+		if e.ClusterID != 0 && !slices.Contains(v.ClusterIDs, e.ClusterID) {
+			v.ClusterIDs = append(v.ClusterIDs, e.ClusterID)
+		}
+		switch {
+		case e.ClusterID == 0 || !e.Healthy:
+			problems = append(problems, fmt.Sprintf("%s: %s", e.Pod, e.Err))
+		case !slices.Equal(e.Members, want):
+			problems = append(problems, fmt.Sprintf("%s: members %q, want %q", e.Pod, e.Members, want))
+		}
+	}
+	slices.Sort(v.ClusterIDs)
+	if len(v.ClusterIDs) > 1 {
+		problems = append(problems, fmt.Sprintf("%d cluster ids %x", len(v.ClusterIDs), v.ClusterIDs))
+	}
+	if len(views) != len(want) {
+		problems = append(problems, fmt.Sprintf("%d views of %d pods", len(views), len(want)))
+	}
+	v.Healthy = len(problems) == 0
+	v.Detail = strings.Join(problems, "; ")
+	return v
+}

@@ -1,0 +1,67 @@
+package realnode
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flockd/flock/test/apps"
+)
+
+// TestCampaignSmoke runs a few rounds of bench/campaign for flock only
+// (examples/apps/etcd under the same fault schedule: start skew, a member
+// killed mid-bootstrap, a scale-up during bootstrap, etcd-0's data lost
+// once healthy), in parallel, and fails on any split brain or stuck round.
+// The API server restarts and CoreDNS cache of the full campaign are left
+// out: other packages share this cluster. FLOCK_CAMPAIGN_SEED replays a
+// schedule.
+func TestCampaignSmoke(t *testing.T) {
+	b := newBed(t)
+	manifests, err := apps.Manifests(repoPath(t, "examples/apps/etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FLOCK_CAMPAIGN_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("FLOCK_CAMPAIGN_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (FLOCK_CAMPAIGN_SEED=%d replays it)", seed, seed)
+	c := &apps.Campaign{Config: b.Config, Client: b.Client, Manifests: manifests, Deadline: 4 * time.Minute, LogDir: t.TempDir(), Edit: apps.ForRealNode}
+	const rounds = 2
+	var wg sync.WaitGroup
+	outs := make([]apps.Outcome, rounds)
+	for r := range rounds {
+		wg.Go(func() { outs[r] = c.Run(context.Background(), apps.Flock, apps.NewPlan(seed, r, 3)) })
+	}
+	wg.Wait()
+	for _, o := range outs {
+		switch {
+		case o.Split:
+			t.Errorf("%s: split brain: %s (logs in %s/%s)", o.Plan, o.Detail, c.LogDir, o.NS)
+		case o.Stuck:
+			t.Errorf("%s: stuck: %s (logs in %s/%s)", o.Plan, o.Detail, c.LogDir, o.NS)
+		default:
+			t.Logf("%s: healthy after %s, rejoin %s", o.Plan, o.Healthy.Round(time.Second), o.Rejoin.Round(time.Second))
+		}
+	}
+	if t.Failed() {
+		logDir(t, c.LogDir)
+	}
+}
+
+// logDir logs the files under dir (a failed round's container logs).
+func logDir(t *testing.T, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		files, _ := os.ReadDir(dir + "/" + e.Name())
+		for _, f := range files {
+			b, _ := os.ReadFile(dir + "/" + e.Name() + "/" + f.Name())
+			t.Logf("--- %s/%s:\n%s", e.Name(), f.Name(), brief(string(b)))
+		}
+	}
+}

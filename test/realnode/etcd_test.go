@@ -1,0 +1,206 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
+	"github.com/flockd/flock/test/apps"
+)
+
+// applyKustomization applies each resource of dir's kustomization.yaml, in
+// order, as the real node needs them (forRealNode), and checks that kubectl
+// renders the same directory when it is installed.
+func (b *bed) applyKustomization(dir string) {
+	b.t.Helper()
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(repoFile(b.t, dir+"/kustomization.yaml"), &k); err != nil {
+		b.t.Fatal(err)
+	}
+	if len(k.Resources) == 0 {
+		b.t.Fatalf("%s/kustomization.yaml lists no resources", dir)
+	}
+	if path, err := exec.LookPath("kubectl"); err == nil {
+		if out, err := exec.Command(path, "kustomize", repoPath(b.t, dir)).CombinedOutput(); err != nil {
+			b.t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+		}
+	}
+	for _, r := range k.Resources {
+		b.apply(repoFile(b.t, dir+"/"+r), b.forRealNode)
+	}
+}
+
+func (b *bed) podNames(prefix string, n int) []string {
+	var pods []string
+	for i := range n {
+		pods = append(pods, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return pods
+}
+
+// waitEtcd waits until the n pods of the etcd StatefulSet form one healthy
+// cluster whose members are exactly the pods, by etcdctl in each pod, and
+// returns its cluster id. It fails at once on a second cluster id.
+func (b *bed) waitEtcd(n int, timeout time.Duration) uint64 {
+	b.t.Helper()
+	ex := apps.NewExec(b.Config, b.Client)
+	pods := b.podNames("etcd", n)
+	var last apps.Verdict
+	deadline := time.Now().Add(timeout)
+	for {
+		last = apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
+		if last.Split() {
+			b.dumpEtcd(n + 2)
+			b.t.Fatalf("split brain: %s", last.Detail)
+		}
+		if last.Healthy {
+			return last.ClusterIDs[0]
+		}
+		if time.Now().After(deadline) {
+			b.dumpEtcd(n + 2)
+			b.t.Fatalf("no healthy %d-member etcd cluster within %s: %s", n, timeout, last.Detail)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// dumpEtcd logs the containers' logs of the first n pods.
+func (b *bed) dumpEtcd(n int) {
+	for _, p := range b.podNames("etcd", n) {
+		for _, c := range []string{"bootstrap", "etcd", "peer-finder"} {
+			for _, prev := range []bool{true, false} {
+				raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p, &corev1.PodLogOptions{Container: c, Previous: prev}).DoRaw(context.Background())
+				if err == nil {
+					b.t.Logf("--- %s/%s (previous %v):\n%s", p, c, prev, brief(string(raw)))
+				}
+			}
+		}
+	}
+}
+
+// brief keeps a log's lines that are not etcd's JSON and its last 5 lines.
+func brief(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	var out []string
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "{") || i >= len(lines)-5 || i < 25 {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// waitPods waits until n pods of selector exist.
+func (b *bed) waitPods(selector string, n int) {
+	b.t.Helper()
+	b.WaitFor(b.t, fmt.Sprintf("%d pods %s", n, selector), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(pods.Items) == n, err
+	})
+}
+
+// deletePod deletes a pod and waits until the StatefulSet re-created it
+// (another UID).
+func (b *bed) deletePod(name string, alsoClaim string) {
+	b.t.Helper()
+	ctx := context.Background()
+	old, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if alsoClaim != "" {
+		if err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, alsoClaim, metav1.DeleteOptions{}); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	if err := b.Client.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.waitPod(name, "re-created", 2*time.Minute, func(p *corev1.Pod) bool { return p.UID != old.UID })
+}
+
+// TestAppEtcd applies examples/apps/etcd as written and checks, with
+// etcdctl in each pod: three members form one healthy cluster; scaled to 5
+// and back to 3 it stays one cluster whose members are the pods; a deleted
+// member comes back into the same cluster; etcd-0 with its claim deleted
+// (its data lost) rejoins the same cluster instead of forming a new one.
+func TestAppEtcd(t *testing.T) {
+	b := newBed(t)
+	b.applyKustomization("examples/apps/etcd")
+	start := time.Now()
+	id := b.waitEtcd(3, 4*time.Minute)
+	t.Logf("3 members healthy after %s, cluster id %x", time.Since(start).Round(time.Second), id)
+
+	b.scale("etcd", 5)
+	if got := b.waitEtcd(5, 4*time.Minute); got != id {
+		t.Fatalf("scaled to 5: cluster id %x, want %x", got, id)
+	}
+	b.scale("etcd", 3)
+	b.waitPods("app=etcd", 3)
+	if got := b.waitEtcd(3, 3*time.Minute); got != id {
+		t.Fatalf("scaled back to 3: cluster id %x, want %x", got, id)
+	}
+
+	b.deletePod("etcd-1", "")
+	if got := b.waitEtcd(3, 3*time.Minute); got != id {
+		t.Fatalf("etcd-1 re-created: cluster id %x, want %x", got, id)
+	}
+
+	b.deletePod("etcd-0", "data-etcd-0")
+	if got := b.waitEtcd(3, 4*time.Minute); got != id {
+		t.Fatalf("etcd-0 re-created without its data: cluster id %x, want %x", got, id)
+	}
+	if log := b.logs("etcd-0", "etcd", false); !strings.Contains(log, "removing it") || !strings.Contains(log, "joining the cluster") {
+		t.Errorf("etcd-0 did not rejoin by remove and add:\n%s", log)
+	}
+}
+
+// TestAppEtcdFormerReplacedKeepsItsClaim: the pod that formed the cluster
+// (recorded in the Lease) is replaced before etcd wrote anything, its claim
+// kept: the member killed mid-bootstrap of the campaign. The test sets up
+// that state: the claim data-etcd-0 exists (the StatefulSet adopts it) and
+// the Lease names an earlier etcd-0 with that claim. The new etcd-0 must
+// form, or no member could ever be joined (seen stuck before: every member
+// told join).
+func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	claim, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-etcd-0", Labels: map[string]string{"app": "etcd"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := &flockbootstrap.Lease{Client: b.Client.CoordinationV1(), Namespace: b.ns, Name: "etcd-cluster"}
+	former := flockbootstrap.Member{Pod: "etcd-0", UID: "uid-of-the-replaced-etcd-0", Claims: []flockbootstrap.Claim{{Name: claim.Name, UID: string(claim.UID)}}}
+	if _, err := lease.Claim(ctx, flockbootstrap.Record{Pod: former.Pod, UID: former.UID, Members: []flockbootstrap.Member{former}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.applyKustomization("examples/apps/etcd")
+	b.waitEtcd(3, 2*time.Minute)
+	// The new etcd-0 adopted the record: it is now the pod that formed.
+	pod, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, "etcd-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := lease.Read(ctx)
+	if err != nil || rec == nil || rec.UID != string(pod.UID) {
+		t.Errorf("cluster record %+v (%v), want the new etcd-0 (uid %s) as the pod that formed", rec, err, pod.UID)
+	}
+	if log := b.logs("etcd-0", "bootstrap", false); !strings.Contains(log, "role=form") {
+		t.Errorf("etcd-0 was not told form for its kept claim:\n%s", log)
+	}
+}
