@@ -1,0 +1,295 @@
+// Command campaign runs randomized bootstrap rounds of etcd
+// (examples/apps/etcd) in real containers on the local cluster's real node,
+// with flock's peer-finder and Kubernetes' upstream peer-finder side by
+// side: the same manifest and scripts, the same fault schedule, each round
+// of each subject in its own namespace, rounds in parallel. The oracle is
+// etcd itself (etcdctl in every pod, package test/apps): after settling,
+// one cluster id, members equal to the StatefulSet's pods, all healthy.
+// More than one cluster id is a split brain; no healthy cluster within the
+// deadline is a stuck bootstrap.
+//
+// A round: a cold start (Parallel or OrderedReady, each pod's start delayed
+// by up to 5 s), and, each with probability 1/2, a member deleted 2-20 s
+// after the start, a scale-up by 2 members 1-15 s after the start, and
+// etcd-0 deleted with its claim (its data lost) once the cluster was
+// healthy, after which it must be healthy again. Across the campaign the
+// API server is restarted every -apiserver-restart-every (rounds in flight
+// see it mid-bootstrap), and CoreDNS runs with "cache 30" (records with TTL
+// 30) as in production unless -dns-cache=false.
+//
+// Run it with make campaign (CAMPAIGN_FLAGS=...). It prints one line per
+// round and subject and, at the end, per subject: rounds, split brains,
+// stuck, time to healthy p50/p99 and time to rejoin p50/p99.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/test/apps"
+)
+
+func main() {
+	fs := flag.NewFlagSet("campaign", flag.ContinueOnError)
+	rounds := fs.Int("rounds", 10, "rounds to run (each runs once per subject)")
+	parallel := fs.Int("parallel", 2, "rounds in flight at once (each with every subject)")
+	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
+	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
+	replicas := fs.Int("replicas", 3, "members at the cold start")
+	deadline := fs.Duration("deadline", 4*time.Minute, "time a round has to become healthy (and again after the wipe)")
+	restartEvery := fs.Duration("apiserver-restart-every", 3*time.Minute, "restart kube-apiserver this often during the campaign; 0 never")
+	dnsCache := fs.Bool("dns-cache", true, `run CoreDNS with "cache 30" and TTL 30 during the campaign, as in production`)
+	logDir := fs.String("log-dir", "", "write the containers' logs of failed rounds here (default a temporary directory)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	subs := strings.Split(*subjects, ",")
+	for _, s := range subs {
+		if s != apps.Flock && s != apps.Upstream {
+			fmt.Fprintf(os.Stderr, "invalid -subjects: %q is not flock or upstream\n", s)
+			os.Exit(2)
+		}
+	}
+	if *rounds < 1 || *parallel < 1 || *replicas < 1 {
+		fmt.Fprintln(os.Stderr, "invalid -rounds, -parallel or -replicas: must be at least 1")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsCache, *logDir}); err != nil {
+		slog.Error("campaign failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	rounds, parallel int
+	subjects         []string
+	seed             uint64
+	replicas         int
+	deadline         time.Duration
+	restartEvery     time.Duration
+	dnsCache         bool
+	logDir           string
+}
+
+func run(ctx context.Context, cfg config) error {
+	stateDir := os.Getenv("FLOCK_STATE_DIR")
+	if stateDir == "" || os.Getenv("KUBECONFIG") == "" {
+		return fmt.Errorf("KUBECONFIG and FLOCK_STATE_DIR must point at the local cluster; run: make campaign")
+	}
+	state, err := localcluster.Load(stateDir)
+	if err != nil {
+		return err
+	}
+	if state.RealNode == nil {
+		return fmt.Errorf("the local cluster has no real node (%s); the campaign runs real containers", state.RealNodeSkipped)
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return err
+	}
+	restCfg.QPS, restCfg.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	root, err := localcluster.RepoRoot(".")
+	if err != nil {
+		return err
+	}
+	manifests, err := apps.Manifests(filepath.Join(root, "examples", "apps", "etcd"))
+	if err != nil {
+		return err
+	}
+	if cfg.logDir == "" {
+		if cfg.logDir, err = os.MkdirTemp("", "campaign-logs-"); err != nil {
+			return err
+		}
+	}
+	if cfg.dnsCache {
+		restore, err := cacheDNS(ctx, state)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
+	fmt.Printf("campaign: %d rounds x %v, %d in parallel, seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s; logs of failed rounds in %s\n",
+		cfg.rounds, cfg.subjects, cfg.parallel, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.logDir)
+
+	done := make(chan struct{})
+	var restarts sync.WaitGroup
+	if cfg.restartEvery > 0 {
+		restarts.Go(func() {
+			t := time.NewTicker(cfg.restartEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+					err := state.Restart(rctx, "kube-apiserver")
+					cancel()
+					fmt.Printf("  kube-apiserver restarted (err %v)\n", err)
+				}
+			}
+		})
+	}
+
+	start := time.Now()
+	var mu sync.Mutex
+	results := map[string][]apps.Outcome{}
+	next := make(chan int)
+	var workers sync.WaitGroup
+	for range cfg.parallel {
+		workers.Go(func() {
+			for r := range next {
+				plan := apps.NewPlan(cfg.seed, r, cfg.replicas)
+				var wg sync.WaitGroup
+				outs := make([]apps.Outcome, len(cfg.subjects))
+				for i, s := range cfg.subjects {
+					wg.Go(func() { outs[i] = c.Run(ctx, s, plan) })
+				}
+				wg.Wait()
+				mu.Lock()
+				for _, o := range outs {
+					results[o.Subject] = append(results[o.Subject], o)
+					fmt.Printf("%-8s %s: %s\n", o.Subject, plan, verdict(o))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for r := range cfg.rounds {
+		select {
+		case next <- r:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	workers.Wait()
+	close(done)
+	restarts.Wait()
+
+	fmt.Printf("\n%d rounds in %s (seed %d)\n", cfg.rounds, time.Since(start).Round(time.Second), cfg.seed)
+	fmt.Printf("%-9s %7s %12s %6s %22s %22s\n", "subject", "rounds", "split brains", "stuck", "time to healthy p50/p99", "rejoin p50/p99")
+	var bad bool
+	for _, s := range cfg.subjects {
+		rs := results[s]
+		var split, stuck int
+		var healthy, rejoin []time.Duration
+		for _, o := range rs {
+			switch {
+			case o.Split:
+				split++
+			case o.Stuck:
+				stuck++
+			}
+			if o.Healthy > 0 {
+				healthy = append(healthy, o.Healthy)
+			}
+			if o.Rejoin > 0 {
+				rejoin = append(rejoin, o.Rejoin)
+			}
+		}
+		fmt.Printf("%-9s %7d %12d %6d %22s %22s\n", s, len(rs), split, stuck, pair(healthy), pair(rejoin))
+		if s == apps.Flock && split+stuck > 0 {
+			bad = true
+		}
+	}
+	if bad {
+		return fmt.Errorf("flock had split or stuck rounds: logs in %s", cfg.logDir)
+	}
+	return ctx.Err()
+}
+
+func verdict(o apps.Outcome) string {
+	switch {
+	case o.Split:
+		return "SPLIT BRAIN (" + o.NS + "): " + o.Detail
+	case o.Stuck:
+		return "STUCK (" + o.NS + "): " + o.Detail
+	}
+	s := fmt.Sprintf("healthy after %s", o.Healthy.Round(100*time.Millisecond))
+	if o.Rejoin > 0 {
+		s += fmt.Sprintf(", rejoined %s after the wipe", o.Rejoin.Round(100*time.Millisecond))
+	}
+	return s
+}
+
+func pair(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s", quantile(ds, 0.5), quantile(ds, 0.99))
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s)) + 0.5)
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i].Round(100 * time.Millisecond)
+}
+
+// cacheDNS restarts CoreDNS with "cache 30" and TTL 30 and returns the
+// function that puts the cluster's Corefile back.
+func cacheDNS(ctx context.Context, s *localcluster.State) (restore func(), err error) {
+	var conf string
+	for _, p := range s.Procs {
+		if p.Name == "coredns" {
+			for _, a := range p.Args {
+				if v, ok := strings.CutPrefix(a, "-conf="); ok {
+					conf = v
+				}
+			}
+		}
+	}
+	if conf == "" {
+		return nil, fmt.Errorf("no coredns -conf in the cluster's state")
+	}
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		return nil, err
+	}
+	cached := strings.Replace(strings.Replace(string(orig), "ttl 0", "ttl 30", 1), "    errors\n", "    errors\n    cache 30\n", 1)
+	if cached == string(orig) || !strings.Contains(cached, "cache 30") {
+		return nil, fmt.Errorf("cannot add cache 30 to %s", conf)
+	}
+	if err := os.WriteFile(conf, []byte(cached), 0o644); err != nil {
+		return nil, err
+	}
+	if err := s.Restart(ctx, "coredns"); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = os.WriteFile(conf, orig, 0o644)
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Restart(rctx, "coredns"); err != nil {
+			slog.Error("restore CoreDNS", "err", err)
+		}
+	}, nil
+}
