@@ -230,11 +230,11 @@ func TestRolerFormerReplacedWithItsClaim(t *testing.T) {
 		}}}
 	}
 	c := fake.NewClientset(claim, pod("u0"))
-	lease := &Lease{Client: c.CoordinationV1(), Namespace: "ns", Name: "db-formed"}
+	lease := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
 	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
 	role := func(uid string) string {
 		t.Helper()
-		r := &Roler{Lease: lease, Data: &Data{Client: c.CoreV1(), Namespace: "ns"}, Pod: "db-0"}
+		r := &Roler{Lease: lease, Data: &Data{Client: clientset.Wrap(c), Namespace: "ns"}, Pod: "db-0"}
 		got, err := r.Role(ctx, set, fqdn("db-0"))
 		if err != nil {
 			t.Fatalf("pod-0 uid %s: %v", uid, err)
@@ -270,7 +270,7 @@ func TestRolerFormerReplacedWithItsClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r1 := &Roler{Lease: lease, Data: &Data{Client: c.CoreV1(), Namespace: "ns"}, Pod: "db-1"}
+	r1 := &Roler{Lease: lease, Data: &Data{Client: clientset.Wrap(c), Namespace: "ns"}, Pod: "db-1"}
 	if got, err := r1.Role(ctx, set, fqdn("db-1")); err != nil || got != "join" {
 		t.Fatalf("db-1: %q, %v; want join", got, err)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/internal/kube/clientset"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/test/apps"
 )
@@ -184,7 +185,7 @@ func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease := &flockbootstrap.Lease{Client: b.Client.CoordinationV1(), Namespace: b.ns, Name: "etcd-cluster"}
+	lease := &flockbootstrap.Lease{Leases: clientset.Wrap(b.Client).Leases, Namespace: b.ns, Name: "etcd-cluster"}
 	former := flockbootstrap.Member{Pod: "etcd-0", UID: "uid-of-the-replaced-etcd-0", Claims: []flockbootstrap.Claim{{Name: claim.Name, UID: string(claim.UID)}}}
 	if _, err := lease.Claim(ctx, flockbootstrap.Record{Pod: former.Pod, UID: former.UID, Members: []flockbootstrap.Member{former}}, ""); err != nil {
 		t.Fatal(err)
