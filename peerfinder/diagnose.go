@@ -140,6 +140,10 @@ func diagnoseAPI(ctx context.Context, cfg *config.Config, kc *kubeClient, w io.W
 			fmt.Fprintf(w, "rbac:      optional no   %s (for %s: none are sent; see examples/rbac/events.yaml)\n", a, strings.Join(a.For, ", "))
 		}
 	}
+	if cfg.Service == "" {
+		fmt.Fprintf(w, "service:   none (-source=pods without -service: peers are named by IP)\n")
+		return
+	}
 	svc, err := client.Services(cfg.Namespace).Get(ctx, cfg.Service, metav1.GetOptions{})
 	switch {
 	case err == nil:

@@ -44,6 +44,9 @@ func OSEnv() config.Env {
 		Getenv:     os.Getenv,
 		Hostname:   os.Hostname,
 		ResolvConf: func() ([]byte, error) { return os.ReadFile("/etc/resolv.conf") },
+		ServiceAccountNamespace: func() ([]byte, error) {
+			return os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		},
 	}
 }
 

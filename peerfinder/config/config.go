@@ -53,6 +53,9 @@ type Env struct {
 	Hostname func() (string, error)
 	// ResolvConf returns the contents of /etc/resolv.conf.
 	ResolvConf func() ([]byte, error)
+	// ServiceAccountNamespace returns the contents of the service account's
+	// namespace file; nil means none.
+	ServiceAccountNamespace func() ([]byte, error)
 }
 
 // Config is the parsed command line.
@@ -68,6 +71,8 @@ type Config struct {
 	// where it came from (the flag, or which resolv.conf search entry).
 	Domain, DomainSource string
 	Hostname             string
+	// SelfIP is $POD_IP, read only without -service (see Self).
+	SelfIP string
 	// DNSServers are host:port; from -dns-server or resolv.conf nameservers.
 	DNSServers []string
 
@@ -101,7 +106,14 @@ type Config struct {
 func (c *Config) ServiceFQDN() string { return peer.FQDN("", c.Service, c.Namespace, c.Domain) }
 
 // Self is this member's FQDN: <hostname>.<service>.<ns>.svc.<domain>.
-func (c *Config) Self() string { return peer.FQDN(c.Hostname, c.Service, c.Namespace, c.Domain) }
+// Without -service (only with -source=pods) it is the pod's IP name,
+// <POD_IP with dashes>.<ns>.pod.<domain>, as the pods source names peers.
+func (c *Config) Self() string {
+	if c.Service == "" {
+		return peer.PodFQDN(c.SelfIP, c.Namespace, c.Domain)
+	}
+	return peer.FQDN(c.Hostname, c.Service, c.Namespace, c.Domain)
+}
 
 // InitMode reports whether peer-finder exits after the first delivery, as
 // upstream does when only -on-start is given, or with -once. Never with a
@@ -125,8 +137,8 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	// Upstream-compatible flags.
 	fs.StringVar(&c.OnStartRaw, "on-start", "", "Script to run on the first delivery of the peer set (init-container mode when it is the only hook: peer-finder exits after it succeeded). A path, or a command line split by shell-word rules without a shell.")
 	fs.StringVar(&c.OnChangeRaw, "on-change", "", "Script to run on every change of the peer set (and on the first delivery when -on-start is not set).")
-	fs.StringVar(&c.Service, "service", "", "Governing headless service whose members are the peers (lowercased: DNS names are case-insensitive). Required.")
-	fs.StringVar(&c.Namespace, "ns", "", "Namespace of the service (lowercased); default $POD_NAMESPACE.")
+	fs.StringVar(&c.Service, "service", "", "Governing headless service whose members are the peers (lowercased: DNS names are case-insensitive). Required, except with -source=pods alone (a Deployment or Job): then peers are named by IP, <ip-with-dashes>.<ns>.pod.<domain>, and $POD_IP (downward API status.podIP) identifies this member.")
+	fs.StringVar(&c.Namespace, "ns", "", "Namespace of the service (lowercased); default $POD_NAMESPACE, else the service account's namespace file.")
 	fs.StringVar(&c.Domain, "domain", "", "Cluster domain, e.g. cluster.local; default inferred from the <ns>.svc.<domain> entry of the /etc/resolv.conf search list.")
 	// flock's flags.
 	fs.StringVar(&c.Hostname, "hostname", "", "This member's host name (the first label of its FQDN); default the OS host name.")
@@ -148,7 +160,7 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MinPeers, "min-peers", 1, "Deliver only when at least this many peers (self included) are visible.")
 	fs.DurationVar(&c.StableFor, "stable-for", 0, "Deliver only when the peer set has not changed for this long (coalesces churn during rolling starts).")
 	fs.DurationVar(&c.HookTimeout, "hook-timeout", 0, "Kill a hook's whole process group when it runs longer than this; 0 means no limit.")
-	fs.Func("format", "Hook stdin format: `lines` (sorted FQDNs joined by newlines, as upstream) or json (a versioned document with every peer's fields).", func(s string) error {
+	fs.Func("format", "Hook stdin format: `lines` (sorted FQDNs joined by newlines, as upstream), lines-ip (each line the FQDN then the peer's IPs, space-separated) or json (a versioned document with every peer's fields).", func(s string) error {
 		f, err := hook.ParseFormat(s)
 		c.Format = f
 		return err
@@ -229,17 +241,30 @@ func (c *Config) complete(env Env) error {
 	if c.OnStart == nil && c.OnChange == nil && !c.Diagnose && !c.Sinks.Any() {
 		return usage("on-start", "set -on-start and/or -on-change (or -hosts-file, -json-file, -- CMD)")
 	}
-	if c.Service = strings.ToLower(strings.TrimSpace(c.Service)); c.Service == "" {
-		return usage("service", "required: the governing headless service")
-	}
-	if !isLabel(c.Service) {
+	c.Service = strings.ToLower(strings.TrimSpace(c.Service))
+	switch {
+	case c.Service == "" && !slices.Equal(c.Kube.Sources, []string{SourcePods}):
+		return usage("service", "required: the governing headless service (only -source=pods runs without one)")
+	case c.Service == "":
+		if env.Getenv != nil {
+			c.SelfIP = env.Getenv("POD_IP")
+		}
+		if net.ParseIP(c.SelfIP) == nil {
+			return usage("service", "without -service, set POD_IP from the downward API (fieldPath status.podIP), got %q: peers are then named by IP, <ip-with-dashes>.<ns>.pod.<domain>", c.SelfIP)
+		}
+	case !isLabel(c.Service):
 		return usage("service", "%q is not a valid service name (a DNS label)", c.Service)
 	}
 	if c.Namespace == "" && env.Getenv != nil {
 		c.Namespace = env.Getenv("POD_NAMESPACE")
 	}
+	if c.Namespace == "" && env.ServiceAccountNamespace != nil {
+		if b, err := env.ServiceAccountNamespace(); err == nil {
+			c.Namespace = strings.TrimSpace(string(b))
+		}
+	}
 	if c.Namespace = strings.ToLower(c.Namespace); c.Namespace == "" {
-		return usage("ns", "required: pass -ns or set POD_NAMESPACE")
+		return usage("ns", "required: pass -ns, set POD_NAMESPACE, or run with a service account token mounted")
 	}
 	if !isLabel(c.Namespace) {
 		return usage("ns", "%q is not a valid namespace", c.Namespace)
@@ -251,6 +276,8 @@ func (c *Config) complete(env Env) error {
 		if c.Hostname, err = env.Hostname(); err != nil {
 			return usage("hostname", "cannot read the OS host name, pass -hostname: %v", err)
 		}
+		// setHostnameAsFQDN: the OS host name is the pod's FQDN.
+		c.Hostname, _, _ = strings.Cut(c.Hostname, ".")
 	}
 	c.Hostname = strings.ToLower(c.Hostname)
 	if !isLabel(c.Hostname) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"flag"
 	"strings"
 	"syscall"
@@ -59,7 +60,7 @@ func (s Sinks) Any() bool { return s.HostsFile != "" || s.JSONFile != "" || s.Ex
 func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 	s := &c.Sinks
 	fs.StringVar(&s.HostsFile, "hosts-file", "", "Keep the peers in a managed block of this hosts `file` (e.g. /etc/hosts or a shared volume); lines outside the block are kept byte for byte.")
-	fs.StringVar(&s.HostsID, "hosts-id", "", "Name of the managed block in the hosts file, so several peer-finders can share one file; default the -service name.")
+	fs.StringVar(&s.HostsID, "hosts-id", "", "Name of the managed block in the hosts file, so several peer-finders can share one file; default the -service name (peer-finder without one).")
 	fs.StringVar(&s.NameTemplate, "hosts-name-template", hostsfile.DefaultNameTemplate, "Go `template` (fields, index, printf, if; see README) for each peer's host name, over .Name .FQDN .Pod .Role .Index .Ordinal .Node .Zone .Labels; e.g. {{.Role}}-{{.Index}} or {{index .Labels \"role\"}}-{{.Index}}. Invalid (non RFC 1123) names are logged and skipped.")
 	fs.Func("hosts-alias-template", "Go `template` for a further name on each peer's line, e.g. {{.FQDN}}; repeatable.", func(v string) error {
 		s.AliasTemplates = append(s.AliasTemplates, v)
@@ -93,7 +94,7 @@ func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 func (c *Config) completeSinks(env Env) error {
 	s := &c.Sinks
 	if s.HostsID == "" {
-		s.HostsID = c.Service
+		s.HostsID = cmp.Or(c.Service, "peer-finder") // no service: -source=pods alone
 	}
 	if !validID(s.HostsID) {
 		return usage("hosts-id", "%q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", s.HostsID)

@@ -32,11 +32,12 @@ type pf struct {
 	ns     string
 	pod    string
 	podUID string // $POD_UID; empty: peer-finder reads its pod
+	podIP  string // $POD_IP; set: no -service (API mode for Deployments and Jobs)
 	args   []string
 }
 
 func (p pf) env() config.Env {
-	vars := map[string]string{"POD_NAMESPACE": p.ns, "POD_NAME": p.pod, "POD_UID": p.podUID}
+	vars := map[string]string{"POD_NAMESPACE": p.ns, "POD_NAME": p.pod, "POD_UID": p.podUID, "POD_IP": p.podIP}
 	return config.Env{
 		Getenv:     func(k string) string { return vars[k] },
 		Hostname:   func() (string, error) { return p.pod, nil },
@@ -46,6 +47,9 @@ func (p pf) env() config.Env {
 
 func (p pf) argv(extra ...string) []string {
 	base := []string{"-service=web", "-domain=" + p.c.Domain, "-dns-server=" + p.c.DNSAddr, "-poll-period=100ms"}
+	if p.podIP != "" {
+		base = base[1:]
+	}
 	return slices.Concat(base, p.args, extra)
 }
 

@@ -10,6 +10,7 @@
 //	PEER_FINDER_EVENT          "start" on this sink's first delivery (Delivery.First),
 //	                           whichever hook runs it; "change" afterwards
 //	PEER_FINDER_SELF           this member's FQDN
+//	PEER_FINDER_SELF_IP        this member's IPs as the sources see them, space-separated; unset when none
 //	PEER_FINDER_GENERATION     the set's generation, a decimal number from 1
 //	PEER_FINDER_PEERS_ADDED    FQDNs added since the last successful run, sorted,
 //	                           separated by single spaces (all peers on the first run)
@@ -64,6 +65,7 @@ const (
 	EnvPeersAdded   = "PEER_FINDER_PEERS_ADDED"
 	EnvPeersRemoved = "PEER_FINDER_PEERS_REMOVED"
 	EnvBootstrap    = "PEER_FINDER_BOOTSTRAP"
+	EnvSelfIP       = "PEER_FINDER_SELF_IP"
 )
 
 // DefaultKillGrace is the time between SIGTERM and SIGKILL when
@@ -190,7 +192,7 @@ func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
 
 // environ returns the hook's environment for d.
 func (h *Hook) environ(d sink.Delivery) []string {
-	owned := []string{EnvEvent, EnvSelf, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap}
+	owned := []string{EnvEvent, EnvSelf, EnvSelfIP, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap}
 	base := os.Environ()
 	env := make([]string, 0, len(base)+len(h.cfg.Env)+len(owned))
 	for _, kv := range base {
@@ -209,6 +211,9 @@ func (h *Hook) environ(d sink.Delivery) []string {
 		EnvSelf+"="+d.Self,
 		EnvGeneration+"="+strconv.FormatUint(d.Generation, 10),
 	)
+	if self, ok := d.Set.Get(d.Self); ok && len(self.IPs) > 0 {
+		env = append(env, EnvSelfIP+"="+strings.Join(self.IPs, " "))
+	}
 	env = appendList(env, EnvPeersAdded, d.Added)
 	env = appendList(env, EnvPeersRemoved, d.Removed)
 	if d.Bootstrap != "" {

@@ -189,6 +189,18 @@ func TestRender(t *testing.T) {
 	if _, err := hook.Render(d, "yaml", false); err == nil {
 		t.Error("Render with unknown format: no error")
 	}
+	withIPs := sink.Delivery{Set: peer.NewSet(
+		peer.Peer{FQDN: "b.ns.pod.cluster.local", IPs: []string{"10.0.0.2", "fd00::2"}},
+		peer.Peer{FQDN: "a.ns.pod.cluster.local", IPs: []string{"10.0.0.1"}},
+		peer.Peer{FQDN: "c.ns.pod.cluster.local"},
+	)}
+	const want = "a.ns.pod.cluster.local 10.0.0.1\nb.ns.pod.cluster.local 10.0.0.2 fd00::2\nc.ns.pod.cluster.local\n"
+	if got, err := hook.Render(withIPs, hook.FormatLinesIP, true); err != nil || string(got) != want {
+		t.Errorf("Render(lines-ip) = %q, %v; want %q", got, err, want)
+	}
+	if f, err := hook.ParseFormat("lines-ip"); err != nil || f != hook.FormatLinesIP {
+		t.Errorf("ParseFormat(lines-ip) = %q, %v", f, err)
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -246,6 +258,7 @@ func TestApplyEnvironment(t *testing.T) {
 	// Inherited values of our variables must not leak through; others must.
 	t.Setenv(hook.EnvBootstrap, "stale")
 	t.Setenv(hook.EnvPeersAdded, "stale")
+	t.Setenv(hook.EnvSelfIP, "stale")
 	t.Setenv("PEER_FINDER_USER_SETTING", "kept")
 	base := map[string]string{
 		"PEER_FINDER_USER_SETTING": "kept",
@@ -272,6 +285,9 @@ func TestApplyEnvironment(t *testing.T) {
 			want: with(hook.EnvEvent, "start", hook.EnvBootstrap, "form")},
 		{name: "nothing removed", modify: func(d *sink.Delivery) { d.Removed = nil },
 			want: with(hook.EnvEvent, "change", hook.EnvPeersRemoved, "")},
+		{name: "self with IPs", modify: func(d *sink.Delivery) {
+			d.Set = peer.NewSet(peer.Peer{FQDN: d.Self, IPs: []string{"10.0.0.7", "fd00::7"}})
+		}, want: with(hook.EnvEvent, "change", hook.EnvSelfIP, "10.0.0.7 fd00::7")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

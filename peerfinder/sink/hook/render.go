@@ -15,6 +15,10 @@ const (
 	FormatLines Format = "lines"
 	// FormatJSON is sink.Document as compact JSON followed by "\n".
 	FormatJSON Format = "json"
+	// FormatLinesIP is FormatLines with each peer's IPs after its key,
+	// space-separated ("web-0.web.ns.svc.cluster.local 10.0.0.5"), for
+	// `while read name ip rest` loops; a peer without an IP has its key only.
+	FormatLinesIP Format = "lines-ip"
 )
 
 // ParseFormat returns the Format named s; "" means FormatLines.
@@ -24,27 +28,31 @@ func ParseFormat(s string) (Format, error) {
 		return FormatLines, nil
 	case FormatJSON:
 		return FormatJSON, nil
+	case FormatLinesIP:
+		return FormatLinesIP, nil
 	}
-	return "", fmt.Errorf("unknown hook format %q (want %q or %q)", s, FormatLines, FormatJSON)
+	return "", fmt.Errorf("unknown hook format %q (want %q, %q or %q)", s, FormatLines, FormatLinesIP, FormatJSON)
 }
 
 // Render returns the bytes a hook reads on stdin for d. With FormatLines
 // and trailingNewline false the output is byte-identical to upstream
 // peer-finder's; trailingNewline adds the final "\n" that `while read` loops
-// need to see the last peer. trailingNewline does not apply to FormatJSON,
+// need to see the last peer (in FormatLinesIP too). trailingNewline does not apply to FormatJSON,
 // which always ends with "\n". An empty set renders as no bytes in the lines
 // format.
 func Render(d sink.Delivery, f Format, trailingNewline bool) ([]byte, error) {
 	switch f {
 	case "", FormatLines:
-		return renderLines(d, trailingNewline), nil
+		return renderLines(d, trailingNewline, false), nil
+	case FormatLinesIP:
+		return renderLines(d, trailingNewline, true), nil
 	case FormatJSON:
 		return sink.MarshalDocument(d)
 	}
 	return nil, fmt.Errorf("unknown hook format %q", f)
 }
 
-func renderLines(d sink.Delivery, trailingNewline bool) []byte {
+func renderLines(d sink.Delivery, trailingNewline, ips bool) []byte {
 	peers := d.Set.Peers()
 	if len(peers) == 0 {
 		return nil
@@ -59,6 +67,12 @@ func renderLines(d sink.Delivery, trailingNewline bool) []byte {
 			b = append(b, '\n')
 		}
 		b = append(b, peers[i].Key()...)
+		if ips {
+			for _, ip := range peers[i].IPs {
+				b = append(b, ' ')
+				b = append(b, ip...)
+			}
+		}
 	}
 	if trailingNewline {
 		b = append(b, '\n')

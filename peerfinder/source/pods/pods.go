@@ -58,13 +58,15 @@ import (
 
 // Options say how pods become peers.
 type Options struct {
-	// Service, Namespace and Domain make the FQDNs of pods without a subdomain.
+	// Service, Namespace and Domain make the FQDNs of pods without a
+	// subdomain. Without a Service every pod is named by its primary IP
+	// (peer.PodFQDN: 10-1-2-3.<ns>.pod.<domain>), subdomain or not.
 	Service, Namespace, Domain string
 	// IncludeNotReady keeps running pods whose Ready condition is not True.
 	IncludeNotReady bool
 }
 
-// Config configures a Source. Client, Service, Namespace, Domain and one of
+// Config configures a Source. Client, Namespace, Domain and one of
 // Selector or SelectorFromSelf (with SelfPod) are required.
 type Config struct {
 	Client *kube.Client
@@ -111,8 +113,8 @@ func New(cfg Config) (*Source, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("pods source: no client")
-	case cfg.Service == "" || cfg.Namespace == "" || cfg.Domain == "":
-		return nil, errors.New("pods source: service, namespace and domain are required")
+	case cfg.Namespace == "" || cfg.Domain == "":
+		return nil, errors.New("pods source: namespace and domain are required")
 	case cfg.Selector != "" && len(cfg.SelectorFromSelf) > 0:
 		return nil, errors.New("pods source: set a selector or the label keys of the own pod, not both")
 	case cfg.Selector == "" && len(cfg.SelectorFromSelf) == 0:
@@ -296,8 +298,12 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 	if p.Hostname != "" && p.Subdomain != "" {
 		sub = p.Subdomain
 	}
+	fqdn := peer.FQDN(name, sub, o.Namespace, o.Domain)
+	if o.Service == "" {
+		fqdn = peer.PodFQDN(p.IPs[0], o.Namespace, o.Domain) // the primary IP (status.podIP)
+	}
 	pr := peer.Peer{
-		FQDN:    peer.FQDN(name, sub, o.Namespace, o.Domain),
+		FQDN:    fqdn,
 		Name:    name,
 		IPs:     slices.Sorted(slices.Values(p.IPs)),
 		Ready:   p.Ready,

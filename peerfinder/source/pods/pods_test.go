@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -237,5 +238,28 @@ func TestRunOwnPodWithoutLabelIsAnError(t *testing.T) {
 	}
 	if err := src.Run(t.Context(), make(chan []peer.Peer)); err == nil {
 		t.Error("Run: no error for an own pod without the label")
+	}
+}
+
+// TestPeersWithoutService: without a governing service (a Deployment or a
+// Job), every pod is named by its primary IP, the name Kubernetes DNS gives
+// it, subdomain or not.
+func TestPeersWithoutService(t *testing.T) {
+	noSvc := Options{Namespace: "db", Domain: "cluster.local"}
+	dual := pod("api-7d9f-x2b1", "10.0.0.5", func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}
+	})
+	six := pod("api-7d9f-q8z4", "fd00::9", func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::9"}, {IP: "10.0.0.9"}} })
+	indexed := pod("train-0-abcde", "10.0.0.6", sts("train", "0"))
+	var got []string
+	for _, p := range Peers([]*Pod{slim(dual), slim(six), slim(indexed)}, noSvc) {
+		got = append(got, p.FQDN+" "+p.Pod)
+	}
+	want := []string{"10-0-0-5.db.pod.cluster.local api-7d9f-x2b1", "10-0-0-6.db.pod.cluster.local train-0-abcde", "fd00--9.db.pod.cluster.local api-7d9f-q8z4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Peers() = %q, want %q", got, want)
+	}
+	if _, err := New(Config{Client: clientset.Wrap(fake.NewClientset()), Options: noSvc, Selector: "app=api"}); err != nil {
+		t.Errorf("New without a service: %v", err)
 	}
 }
