@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
@@ -19,7 +21,7 @@ type bootstrapParts struct {
 	ns, pod  string
 }
 
-func buildBootstrap(cfg *config.Config, log *slog.Logger, kc *kubeClient) (*bootstrapParts, error) {
+func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) (*bootstrapParts, error) {
 	b := &bootstrapParts{kube: kc, ns: cfg.Namespace, pod: cfg.Bootstrap.PodName}
 	b.roler = &bootstrap.Roler{Pod: cfg.Bootstrap.PodName, UID: cfg.Bootstrap.PodUID, Logger: log}
 	if !cfg.Bootstrap.NeedsAPI() {
@@ -30,7 +32,8 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, kc *kubeClient) (*boot
 		return nil, err
 	}
 	if cfg.Bootstrap.ExpectAuto {
-		b.replicas = &bootstrap.Replicas{Client: client, Namespace: cfg.Namespace, Pod: cfg.Bootstrap.PodName, InitMode: cfg.InitMode(), Logger: log.With("component", "expect")}
+		b.replicas = &bootstrap.Replicas{Client: client, Namespace: cfg.Namespace, Pod: cfg.Bootstrap.PodName, InitMode: cfg.InitMode(),
+			Logger: log.With("component", "expect"), Metrics: kc.Metrics(reg)}
 		b.roler.FirstOrdinal = b.replicas.FirstOrdinal
 	}
 	if cfg.Bootstrap.ClusterLease != "" {

@@ -3,6 +3,8 @@ package peerfinder
 import (
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/config"
 )
@@ -15,6 +17,9 @@ type kubeClient struct {
 	once sync.Once
 	c    *kube.Client
 	err  error
+
+	metricsOnce sync.Once
+	metrics     *kube.Metrics
 }
 
 // newKubeClient returns a lazily built client for cfg's -kubeconfig and
@@ -28,4 +33,12 @@ func newKubeClient(cfg *config.Config) *kubeClient {
 func (k *kubeClient) Get() (*kube.Client, error) {
 	k.once.Do(func() { k.c, k.err = kube.NewClient(k.opts) })
 	return k.c, k.err
+}
+
+// Metrics returns the flock_kube_* metrics that every API reader shares
+// (the sources and -expect=auto's StatefulSet watch), registered with reg
+// on first use.
+func (k *kubeClient) Metrics(reg prometheus.Registerer) *kube.Metrics {
+	k.metricsOnce.Do(func() { k.metrics = kube.NewMetrics(reg) })
+	return k.metrics
 }

@@ -133,7 +133,7 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	boot, err := buildBootstrap(cfg, log, kc)
+	boot, err := buildBootstrap(cfg, log, reg, kc)
 	if err != nil {
 		return nil, err
 	}

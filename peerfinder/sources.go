@@ -27,13 +27,6 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		routeKlog.Do(func() { kube.RouteKlog(log) })
 	}
 	var out []engine.NamedSource
-	var kubeMetrics *kube.Metrics // shared by the API sources, registered once
-	apiMetrics := func() *kube.Metrics {
-		if kubeMetrics == nil {
-			kubeMetrics = kube.NewMetrics(reg)
-		}
-		return kubeMetrics
-	}
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)
 		switch name {
@@ -63,7 +56,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 					IncludeNotReady: cfg.Kube.IncludeNotReady,
 				},
 				Logger:  l,
-				Metrics: apiMetrics(),
+				Metrics: kc.Metrics(reg),
 			})
 			if err != nil {
 				return nil, err
@@ -84,7 +77,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 				SelectorFromSelf: cfg.Kube.SelectorFromSelf,
 				SelfPod:          cfg.Bootstrap.PodName,
 				Logger:           l,
-				Metrics:          apiMetrics(),
+				Metrics:          kc.Metrics(reg),
 			})
 			if err != nil {
 				return nil, err

@@ -42,12 +42,55 @@ type Informer struct {
 }
 
 // Run sends the first snapshot once the initial list is complete, then one
-// snapshot per burst of changes that alters the set: events only poke a
-// capacity-1 trigger, and each wake-up rebuilds from the store, so a burst
-// of events costs one rebuild and at most one send. It returns nil when ctx
-// ends, after the informer's goroutines have stopped.
+// snapshot per burst of changes that alters the set (see Watcher.Run). It
+// returns nil when ctx ends, after the informer's goroutines have stopped.
 func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
-	log := in.Logger
+	type snapshot struct {
+		peers []peer.Peer
+		set   peer.Set
+	}
+	return Watcher[snapshot]{
+		ListerWatcher: in.ListerWatcher, ObjectType: in.ObjectType, Transform: in.Transform, Logger: in.Logger,
+		Snapshot: func(objs []any) snapshot {
+			ps := in.Peers(objs)
+			return snapshot{ps, peer.NewSet(ps...)}
+		},
+		Equal: func(a, b snapshot) bool { return a.set.Equal(b.set) },
+	}.Run(ctx, func(ctx context.Context, s snapshot) bool {
+		select {
+		case up <- s.peers:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+}
+
+// Watcher is the informer loop behind Informer, for any snapshot type S:
+// the peer sources and -expect=auto's StatefulSet watch share it, and so
+// share its slim objects, coalescing and, through a Reporter's
+// ListerWatcher, failure reporting and metrics.
+type Watcher[S any] struct {
+	ListerWatcher ListerWatcher
+	ObjectType    runtime.Object
+	// Transform converts each API object before it enters the store; it
+	// must return an already converted object unchanged.
+	Transform cache.TransformFunc
+	// Snapshot computes a snapshot from the whole store. It is pure.
+	Snapshot func(objs []any) S
+	// Equal reports whether two snapshots are the same.
+	Equal  func(a, b S) bool
+	Logger *slog.Logger
+}
+
+// Run emits the first snapshot once the initial list is complete, then one
+// snapshot per burst of changes that alters it: events only poke a
+// capacity-1 trigger, and each wake-up rebuilds from the store, so a burst
+// of events costs one rebuild and at most one emit. emit returns false when
+// ctx ended while it waited. Run returns nil when ctx ends, after the
+// informer's goroutines have stopped.
+func (w Watcher[S]) Run(ctx context.Context, emit func(ctx context.Context, s S) bool) error {
+	log := w.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -58,7 +101,7 @@ func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		default:
 		}
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(in.ListerWatcher, in.ObjectType, cache.SharedIndexInformerOptions{})
+	inf := cache.NewSharedIndexInformerWithOptions(w.ListerWatcher, w.ObjectType, cache.SharedIndexInformerOptions{})
 	// Failures are reported once per change of state by the Reporter that
 	// wraps the ListerWatcher; the reflector's own report (an error log per
 	// retry) goes to debug.
@@ -67,7 +110,7 @@ func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
 	}); err != nil {
 		return fmt.Errorf("informer: %w", err)
 	}
-	if err := inf.SetTransform(in.Transform); err != nil {
+	if err := inf.SetTransform(w.Transform); err != nil {
 		return fmt.Errorf("informer: %w", err)
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -96,18 +139,15 @@ func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
 	tick.Stop()
 	log.Debug("initial list complete", "objects", len(store.List()))
 
-	var last peer.Set
+	var last S
 	first := true
 	for {
-		peers := in.Peers(store.List())
-		set := peer.NewSet(peers...)
-		if first || !set.Equal(last) {
-			select {
-			case up <- peers:
-			case <-ctx.Done():
+		s := w.Snapshot(store.List())
+		if first || !w.Equal(s, last) {
+			if !emit(ctx, s) {
 				return nil
 			}
-			first, last = false, set
+			first, last = false, s
 		}
 		select {
 		case <-trigger:

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flock_kube_list_watch_failures_total",
-			Help: "Failed Kubernetes API requests of the endpointslice and pods sources, by resource, verb and reason (forbidden, unauthorized, expired, unavailable, other).",
+			Help: "Failed Kubernetes API requests of the endpointslice and pods sources and the -expect=auto StatefulSet watch, by resource, verb and reason (forbidden, unauthorized, expired, unavailable, other).",
 		}, []string{"resource", "verb", "reason"}),
 		Relists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flock_kube_relists_total",

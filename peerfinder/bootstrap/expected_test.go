@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // TestExpectedOrderedReadyInitMode: an OrderedReady StatefulSet creates pod
@@ -55,8 +57,8 @@ func TestPodOrdinal(t *testing.T) {
 		{metav1.ObjectMeta{Name: "other-2"}, -1},
 		{metav1.ObjectMeta{Name: "etcd-x"}, -1},
 	} {
-		if got := podOrdinal(&tc.meta, "etcd"); got != tc.want {
-			t.Errorf("podOrdinal(%+v) = %d, want %d", tc.meta, got, tc.want)
+		if got := peer.Ordinal(tc.meta.Name, tc.meta.Labels, "etcd"); got != tc.want {
+			t.Errorf("peer.Ordinal(%+v) = %d, want %d", tc.meta, got, tc.want)
 		}
 	}
 }

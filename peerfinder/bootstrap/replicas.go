@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/retry"
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // ErrNoStatefulSet is returned by Replicas.Run when this pod is not
@@ -36,6 +34,9 @@ type Replicas struct {
 	// Pod is this pod's name.
 	Pod    string
 	Logger *slog.Logger
+	// Metrics counts the StatefulSet watch's failures and relists with the
+	// sources' (nil: none).
+	Metrics *kube.Metrics
 	// RetryMin and RetryMax bound the backoff while the pod cannot be read.
 	// Defaults: 1s and 30s.
 	RetryMin, RetryMax time.Duration
@@ -74,19 +75,6 @@ func Expected(ss *appsv1.StatefulSet, ordinal int, initMode bool) int {
 	return n
 }
 
-// podOrdinal is a StatefulSet pod's ordinal: its pod-index label, else the
-// number after the StatefulSet's name; -1 when neither says.
-func podOrdinal(pod *metav1.ObjectMeta, set string) int {
-	v, ok := pod.Labels[appsv1.PodIndexLabel]
-	if !ok {
-		v, ok = strings.CutPrefix(pod.Name, set+"-")
-	}
-	if i, err := strconv.Atoi(v); ok && err == nil && i >= 0 {
-		return i
-	}
-	return -1
-}
-
 // FirstOrdinal returns the StatefulSet's first ordinal (spec.ordinals.start),
 // 0 until the StatefulSet was read.
 func (r *Replicas) FirstOrdinal() int { return int(r.first.Load()) }
@@ -108,109 +96,108 @@ func Owner(pod *metav1.ObjectMeta) (string, error) {
 	return name, nil
 }
 
-// Run resolves the owner, retrying with backoff while the pod cannot be read
-// (a failure is logged once per distinct error), then sends spec.replicas
-// on up whenever it changes. It returns ErrNoStatefulSet (wrapped) when the
+// Run resolves the owner, reading the own pod with retry (kube.OwnPod; a
+// failure is logged once per distinct error), then sends spec.replicas on
+// up whenever it changes. The StatefulSet is watched like the sources'
+// resources (kube.Watcher over a kube.Reporter's ListerWatcher), so a
+// forbidden or failing watch is logged once per change of state and
+// counted in flock_kube_*. It returns ErrNoStatefulSet (wrapped) when the
 // pod has no StatefulSet controller.
 func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 	log := r.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lo, hi := r.RetryMin, r.RetryMax
-	if lo <= 0 {
-		lo = time.Second
-	}
-	if hi <= 0 {
-		hi = 30 * time.Second
-	}
-	var name string
 	var lastErr string
-	for wait := lo; ; wait = min(2*wait, hi) {
-		pod, err := r.Client.Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
-		if err == nil {
-			if name, err = Owner(&pod.ObjectMeta); err != nil {
-				return err
+	pod, err := kube.OwnPod(ctx, r.Client.Pods(r.Namespace), r.Pod, retry.Backoff{Min: r.RetryMin, Max: r.RetryMax},
+		func(err error, retryIn time.Duration) {
+			if msg := err.Error(); msg != lastErr {
+				lastErr = msg
+				log.Error("cannot read own pod for -expect=auto, retrying", "pod", r.Pod, "namespace", r.Namespace,
+					"forbidden", apierrors.IsForbidden(err), "retry_in", retryIn, "err", err)
 			}
-			r.ordinal = podOrdinal(&pod.ObjectMeta, name)
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if msg := err.Error(); msg != lastErr {
-			lastErr = msg
-			log.Error("cannot read own pod for -expect=auto, retrying", "pod", r.Pod, "namespace", r.Namespace,
-				"forbidden", apierrors.IsForbidden(err), "retry_in", wait, "err", err)
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil
-		}
+		})
+	if err != nil {
+		return nil // ctx ended
 	}
+	name, err := Owner(&pod.ObjectMeta)
+	if err != nil {
+		return err
+	}
+	r.ordinal = peer.Ordinal(pod.Name, pod.Labels, name)
 	r.owner.Store(&name)
 	log.Info("expected size follows statefulset", "statefulset", name)
 
+	target := kube.Target{Resource: "statefulsets.apps", Namespace: r.Namespace, Verbs: []string{"list", "watch"}}
+	rep := kube.NewReporter(target, log).WithMetrics(r.Metrics)
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(
-		kube.SelectedListWatch(r.Client.StatefulSets(r.Namespace), "", byName),
-		r.Client) // fake clients opt out of streaming lists this way
-	changed := make(chan struct{}, 1)
-	notify := func(any) {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	inf := cache.NewSharedIndexInformer(lw, &appsv1.StatefulSet{}, 0, cache.Indexers{})
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, o any) { notify(o) },
-		DeleteFunc: notify,
-	}); err != nil {
-		return fmt.Errorf("statefulset informer: %w", err)
-	}
-	var lastWatchErr string
-	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if msg := err.Error(); msg != lastWatchErr {
-			lastWatchErr = msg
-			log.Error("cannot watch statefulset for -expect=auto, retrying", "statefulset", name,
-				"forbidden", apierrors.IsForbidden(err), "err", err)
-		}
-	}); err != nil {
-		return fmt.Errorf("statefulset informer: %w", err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { inf.RunWithContext(ctx) })
-
 	sent := -1
-	for {
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil
+	return kube.Watcher[size]{
+		ListerWatcher: rep.ListerWatcher(kube.SelectedListWatch(r.Client.StatefulSets(r.Namespace), "", byName), r.Client),
+		ObjectType:    &appsv1.StatefulSet{},
+		Transform:     slimStatefulSet,
+		Snapshot:      func(objs []any) size { return sizeOf(name, objs, r.ordinal, r.InitMode) },
+		Equal:         func(a, b size) bool { return a == b },
+		Logger:        log,
+	}.Run(ctx, func(ctx context.Context, s size) bool {
+		if !s.found {
+			return true // deleted or not there yet: keep the last size
 		}
-		obj, ok, err := inf.GetStore().GetByKey(r.Namespace + "/" + name)
-		if err != nil || !ok {
-			continue // deleted: keep the last size
-		}
-		ss := obj.(*appsv1.StatefulSet)
-		n := Expected(ss, r.ordinal, r.InitMode)
-		if ss.Spec.Ordinals != nil {
-			r.first.Store(int64(ss.Spec.Ordinals.Start))
-		}
-		if n == sent {
-			continue
+		r.first.Store(int64(s.first))
+		if s.replicas == sent {
+			return true
 		}
 		select {
-		case up <- n:
-			sent = n
+		case up <- s.replicas:
+			sent = s.replicas
+			return true
 		case <-ctx.Done():
-			return nil
+			return false
+		}
+	})
+}
+
+// size is what Run takes from the StatefulSet.
+type size struct {
+	found           bool
+	replicas, first int
+}
+
+// slimSet is the slim StatefulSet kept in Run's informer cache: the
+// fields Expected reads.
+type slimSet struct {
+	metav1.ObjectMeta
+	spec appsv1.StatefulSetSpec
+}
+
+// slimStatefulSet is Run's informer transform.
+func slimStatefulSet(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *slimSet:
+		return o, nil
+	case *appsv1.StatefulSet:
+		return &slimSet{
+			ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, ResourceVersion: o.ResourceVersion},
+			spec: appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas, Ordinals: o.Spec.Ordinals,
+				PodManagementPolicy: o.Spec.PodManagementPolicy},
+		}, nil
+	}
+	return nil, fmt.Errorf("statefulset transform: unexpected %T", obj)
+}
+
+// sizeOf is the size (Expected) of the StatefulSet called name in the
+// store, if there. Pure.
+func sizeOf(name string, objs []any, ordinal int, initMode bool) size {
+	for _, o := range objs {
+		if ss, ok := o.(*slimSet); ok && ss.Name == name {
+			s := size{found: true, replicas: Expected(&appsv1.StatefulSet{Spec: ss.spec}, ordinal, initMode)}
+			if ss.spec.Ordinals != nil {
+				s.first = int(ss.spec.Ordinals.Start)
+			}
+			return s
 		}
 	}
+	return size{}
 }
 
 // Lookup reads, once, the owning StatefulSet's name, spec.replicas and first
@@ -234,7 +221,7 @@ func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int
 		if ss.Name != name {
 			continue
 		}
-		replicas = Expected(&ss, podOrdinal(&pod.ObjectMeta, name), r.InitMode)
+		replicas = Expected(&ss, peer.Ordinal(pod.Name, pod.Labels, name), r.InitMode)
 		if ss.Spec.Ordinals != nil {
 			first = int(ss.Spec.Ordinals.Start)
 		}

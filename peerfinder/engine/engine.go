@@ -13,11 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -70,8 +70,9 @@ type Config struct {
 	// BootstrapTimeout, when positive, makes Run return ErrBootstrapTimeout
 	// if the first set was not applied by every sink in time.
 	BootstrapTimeout time.Duration
-	// RetryMin and RetryMax bound the exponential backoff (with jitter)
-	// between attempts of a failing sink. Defaults: 500ms and 30s.
+	// RetryMin and RetryMax bound the exponential backoff (retry.Backoff:
+	// equal jitter) between attempts of a failing sink. Defaults: 500ms
+	// and 30s.
 	RetryMin, RetryMax time.Duration
 	// Role computes the bootstrap role passed to sinks. Nil: no role.
 	Role    RoleFunc
@@ -372,9 +373,9 @@ type sinkState struct {
 func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan<- struct{}) {
 	log := e.cfg.Logger
 	states := make([]sinkState, len(e.cfg.Sinks))
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
+	retryTimer := time.NewTimer(time.Hour)
+	retryTimer.Stop()
+	defer retryTimer.Stop()
 	var (
 		failures int
 		roleGen  uint64
@@ -383,7 +384,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 	for {
 		select {
 		case <-trigger:
-		case <-retry.C:
+		case <-retryTimer.C:
 		case <-ctx.Done():
 			return
 		}
@@ -437,25 +438,25 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		}
 		if err != nil && onlyPending(err) {
 			log.Debug("delivery pending, will check again", "generation", t.gen, "retry_in", sink.PendingInterval, "err", err)
-			retry.Reset(sink.PendingInterval)
+			retryTimer.Reset(sink.PendingInterval)
 			continue
 		}
 		if err != nil {
 			failures++
-			wait := backoff(e.cfg.RetryMin, e.cfg.RetryMax, failures)
+			wait := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}.Delay(failures)
 			level := slog.LevelDebug // each sink's change of state is logged by sinkResult
 			if failures == 1 {
 				level = slog.LevelWarn
 			}
 			log.Log(ctx, level, "delivery failed, will retry with the newest set", "generation", t.gen, "attempt", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
-			retry.Reset(wait)
+			retryTimer.Reset(wait)
 			continue
 		}
 		if failures > 0 {
 			log.Info("delivery recovered", "generation", t.gen, "attempts", failures+1)
 		}
 		failures = 0
-		retry.Stop()
+		retryTimer.Stop()
 		first := false
 		e.mu.Lock()
 		if !e.status.Delivered {
@@ -496,15 +497,4 @@ func onlyPending(err error) bool {
 		return true
 	}
 	return sink.IsPending(err)
-}
-
-// backoff returns min·2^(n-1), capped at max, with ±20% jitter.
-func backoff(lo, hi time.Duration, n int) time.Duration {
-	d := lo
-	for i := 1; i < n && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	jitter := time.Duration(rand.Int64N(int64(d)/5+1)) * 2
-	return d - d/5 + jitter
 }

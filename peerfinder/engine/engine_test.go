@@ -287,15 +287,6 @@ func waitStatus(t *testing.T, e *Engine, ok func(Status) bool) Status {
 	return Status{}
 }
 
-func TestBackoff(t *testing.T) {
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 10: time.Second} {
-		got := backoff(100*time.Millisecond, time.Second, n)
-		if got < want*8/10 || got > want*12/10 {
-			t.Errorf("backoff(%d) = %v, want %v ±20%%", n, got, want)
-		}
-	}
-}
-
 // chanSize is a SizeSource forwarding whatever the test sends on in.
 type chanSize struct {
 	in  chan int

@@ -58,28 +58,6 @@ func TestBootstrapTimeoutNeverFiresAfterDelivery(t *testing.T) {
 	}
 }
 
-// TestBackoffJitterVaries checks that the ±20% jitter is random: waits for
-// the same attempt differ between calls and fall on both sides of the
-// nominal wait, so failing members do not retry in lockstep.
-func TestBackoffJitterVaries(t *testing.T) {
-	const nominal = 200 * time.Millisecond
-	seen := map[time.Duration]bool{}
-	lo, hi := time.Duration(1<<62), time.Duration(0)
-	for range 200 {
-		d := backoff(100*time.Millisecond, time.Second, 2)
-		if d < nominal*8/10 || d > nominal*12/10 {
-			t.Fatalf("backoff(2) = %v, want %v ±20%%", d, nominal)
-		}
-		seen[d] = true
-		lo, hi = min(lo, d), max(hi, d)
-	}
-	// 200 uniform draws over 80ms: fewer than 100 distinct values, or none
-	// in the outer tenths, does not happen by chance.
-	if len(seen) < 100 || lo > nominal*9/10 || hi < nominal*11/10 {
-		t.Errorf("200 waits: %d distinct, from %v to %v; want them spread over %v ±20%%", len(seen), lo, hi, nominal)
-	}
-}
-
 // lingeringSource returns from Run a little after its context ends, and
 // records that it did.
 type lingeringSource struct{ returned *atomic.Bool }

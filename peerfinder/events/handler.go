@@ -18,7 +18,6 @@ const (
 	msgTimeout       = "giving up"                                                                                 // peerfinder.Main, on the bootstrap timeout
 	msgForbidden     = "kubernetes API forbids reading peers; keeping the last peer set and retrying with backoff" // kube.Reporter
 	msgOwnPod        = "cannot read own pod for -expect=auto, retrying"                                            // bootstrap.Replicas
-	msgStatefulSet   = "cannot watch statefulset for -expect=auto, retrying"                                       // bootstrap.Replicas
 )
 
 // Of maps a log record (its message and attributes) to the Event it
@@ -50,7 +49,7 @@ func Of(msg string, attrs map[string]string, first bool) (Event, bool) {
 	case msgForbidden:
 		return Event{Type: corev1.EventTypeWarning, Reason: "Forbidden", Action: "Discover",
 			Note: fmt.Sprintf("RBAC does not allow %s %s in namespace %s; grant %s: %s", a("verb"), a("resource"), a("namespace"), a("needs"), a("fix"))}, true
-	case msgOwnPod, msgStatefulSet:
+	case msgOwnPod:
 		if a("forbidden") != "true" {
 			return Event{}, false
 		}
@@ -87,7 +86,7 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 
 func (h *handler) post(rec slog.Record) {
 	switch rec.Message {
-	case msgDelivered, msgRole, msgSinkFailing, msgSinkRecovered, msgTimeout, msgForbidden, msgOwnPod, msgStatefulSet:
+	case msgDelivered, msgRole, msgSinkFailing, msgSinkRecovered, msgTimeout, msgForbidden, msgOwnPod:
 	default:
 		return
 	}

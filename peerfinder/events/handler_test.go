@@ -80,7 +80,7 @@ func TestMessagesAreLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range []string{msgDelivered, msgRole, msgSinkFailing, msgSinkRecovered, msgTimeout, msgForbidden, msgOwnPod, msgStatefulSet} {
+	for _, m := range []string{msgDelivered, msgRole, msgSinkFailing, msgSinkRecovered, msgTimeout, msgForbidden, msgOwnPod} {
 		if !strings.Contains(src.String(), strconv.Quote(m)) {
 			t.Errorf("no component logs %q any more; update the Events mapping", m)
 		}

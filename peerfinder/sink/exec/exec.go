@@ -240,10 +240,10 @@ func (s *Sink) start(d sink.Delivery) error {
 	return nil
 }
 
-// Run implements sink.Runner. It waits for the first Apply to start the
-// child (returning nil if ctx ends first, after which Apply starts
-// nothing), then supervises it: forwards signals, reaps orphans (with
-// Reap), and returns an *ExitError with its status when it exits. When ctx
+// Run implements sink.Runner. It reaps orphans from its start (with Reap),
+// waits for the first Apply to start the child (returning nil if ctx ends
+// first, after which Apply starts nothing), then supervises it: forwards
+// signals and returns an *ExitError with its status when it exits. When ctx
 // ends with the cause sink.ErrStopped (another part of peer-finder ended),
 // Run sends StopSignal; on any other end of ctx (the SIGTERM or SIGINT
 // peer-finder received, already forwarded) it sends nothing. Either way the
@@ -251,6 +251,13 @@ func (s *Sink) start(d sink.Delivery) error {
 // does not outlive the kubelet's grace period. Run leaves no goroutine
 // behind.
 func (s *Sink) Run(ctx context.Context) error {
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	if s.cfg.Reap {
+		// From the start, as pid 1 must: hooks' orphans come to us too.
+		wg.Go(func() { _ = reap.Run(bg, reap.Options{Grace: reap.DefaultGrace, Logger: s.log}) })
+	}
 	select {
 	case <-s.started:
 	case <-ctx.Done():
@@ -265,13 +272,6 @@ func (s *Sink) Run(ctx context.Context) error {
 	s.mu.Lock()
 	cmd, sigs := s.cmd, s.sigs
 	s.mu.Unlock()
-
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	if s.cfg.Reap {
-		wg.Go(func() { _ = reap.Run(bg, reap.Options{Grace: reap.DefaultGrace, Logger: s.log}) })
-	}
 	if sigs != nil {
 		defer signal.Stop(sigs)
 		wg.Go(func() { s.forward(bg, cmd, sigs) })

@@ -32,7 +32,12 @@ func TestRunRestoresARewrittenFile(t *testing.T) {
 		}
 	}
 	kubelet := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"
-	if err := os.WriteFile(path, []byte(kubelet), 0o644); err != nil {
+	// Replaced in one step: an in-place rewrite could be read half-done by
+	// Run's 5 ms check, whose restore would then race the rest of it.
+	if err := os.WriteFile(path+".new", []byte(kubelet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

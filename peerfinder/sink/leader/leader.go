@@ -31,6 +31,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/sink"
 )
 
@@ -210,35 +211,36 @@ func (s *Sink) poke() {
 // catchUp applies the newest delivery whenever this candidate has become the
 // leader and Inner has not applied it yet, retrying with backoff.
 func (s *Sink) catchUp(ctx context.Context) {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
-	backoff := minBackoff
-	var retry <-chan time.Time
+	b := retry.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+	failures := 0
+	var retryAfter <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-		case <-retry:
+		case <-retryAfter:
 		}
-		retry = nil
+		retryAfter = nil
 		s.applyMu.Lock()
 		s.mu.Lock()
 		lead, d, dirty := s.leading, s.latest, s.dirty
 		s.mu.Unlock()
 		if lead == nil || lead.Err() != nil || d == nil || !dirty {
 			s.applyMu.Unlock()
-			backoff = minBackoff
+			failures = 0
 			continue
 		}
 		err := s.applyLocked(lead, *d)
 		s.applyMu.Unlock()
 		if err == nil {
 			s.log.Info("leader: newest set applied on taking over", "generation", d.Generation)
-			backoff = minBackoff
+			failures = 0
 			continue
 		}
-		s.log.Warn("leader: apply on taking over failed", "err", err, "retry_in", backoff)
-		retry = time.After(backoff)
-		backoff = min(2*backoff, maxBackoff)
+		failures++
+		wait := b.Delay(failures)
+		s.log.Warn("leader: apply on taking over failed", "err", err, "retry_in", wait)
+		retryAfter = time.After(wait)
 	}
 }

@@ -52,6 +52,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
 )
@@ -156,33 +157,35 @@ func SelectorFromLabels(pod string, podLabels map[string]string, keys []string) 
 }
 
 // selector returns the label selector, reading the own pod if needed.
-// With retry it retries failures with backoff until ctx ends.
-func (s *Source) selector(ctx context.Context, retry bool) (string, error) {
+// With keepTrying it retries failures with backoff (kube.OwnPod) until ctx
+// ends, then returns "" and nil.
+func (s *Source) selector(ctx context.Context, keepTrying bool) (string, error) {
 	if s.cfg.Selector != "" {
 		return s.cfg.Selector, nil
 	}
-	wait := s.cfg.RetryMin
-	for {
-		pod, err := s.cfg.Client.Pods(s.cfg.Namespace).Get(ctx, s.cfg.SelfPod, metav1.GetOptions{})
-		if err == nil {
-			s.reporter.Succeeded()
-			sel, err := SelectorFromLabels(s.cfg.SelfPod, pod.Labels, s.cfg.SelectorFromSelf)
-			if err == nil {
-				s.log.Info("selecting peers by the own pod's labels", "pod", s.cfg.SelfPod, "selector", sel)
-			}
-			return sel, err
+	pods := s.cfg.Client.Pods(s.cfg.Namespace)
+	var pod *corev1.Pod
+	var err error
+	if keepTrying {
+		pod, err = kube.OwnPod(ctx, pods, s.cfg.SelfPod, s.backoff(), func(err error, _ time.Duration) {
+			s.reporter.Failed(ctx, "get", err)
+		})
+		if err != nil {
+			return "", nil // ctx ended
 		}
-		if !retry {
-			return "", fmt.Errorf("read own pod: %s", s.target.Describe(err, "get"))
-		}
-		s.reporter.Failed(ctx, "get", err)
-		select {
-		case <-ctx.Done():
-			return "", nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, s.cfg.RetryMax)
+	} else if pod, err = pods.Get(ctx, s.cfg.SelfPod, metav1.GetOptions{}); err != nil {
+		return "", fmt.Errorf("read own pod: %s", s.target.Describe(err, "get"))
 	}
+	s.reporter.Succeeded()
+	sel, err := SelectorFromLabels(s.cfg.SelfPod, pod.Labels, s.cfg.SelectorFromSelf)
+	if err == nil {
+		s.log.Info("selecting peers by the own pod's labels", "pod", s.cfg.SelfPod, "selector", sel)
+	}
+	return sel, err
+}
+
+func (s *Source) backoff() retry.Backoff {
+	return retry.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 }
 
 func (s *Source) informer(selector string) kube.Informer {
