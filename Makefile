@@ -61,6 +61,9 @@ IMAGE_REPO ?= ghcr.io/flockd
 IMAGE_TAG ?= $(VERSION)
 IMAGE_ALIASES ?= dev
 IMAGE_OUT ?= $(BIN)/images
+# The application images (stand-ins for the real applications the tests run;
+# never released).
+IMAGE_APPS ?= -apps
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 images: cluster-build ## Build the peer-finder, flock-controller and pause images (linux/amd64+arm64) and the application images (ghcr.io/flockd/apps/*, this machine's arch) as OCI archives in bin/images.
@@ -70,7 +73,7 @@ images: cluster-build ## Build the peer-finder, flock-controller and pause image
 	done
 	@$(GO) run ./hack/images -bin=$(BIN) -out=$(IMAGE_OUT) -repo=$(IMAGE_REPO) -tag=$(IMAGE_TAG) -aliases=$(IMAGE_ALIASES) \
 		-arches=$(shell echo $(IMAGE_ARCHES) | tr ' ' ,) -source-date-epoch=$(SOURCE_DATE_EPOCH) \
-		-revision=$(shell git rev-parse HEAD 2>/dev/null) -apps
+		-revision=$(shell git rev-parse HEAD 2>/dev/null) $(IMAGE_APPS)
 
 # A release: static binaries of peer-finder and flock-controller for each
 # arch, the images (named by the version only, no :dev), SHA256SUMS over all
@@ -80,7 +83,7 @@ RELEASE_BINARIES := peer-finder flock-controller
 
 release: ## Build release $(VERSION) into dist/: binaries for linux/amd64 and linux/arm64, the image archives, SHA256SUMS; then check them.
 	@rm -rf $(DIST) && mkdir -p $(DIST)
-	@$(MAKE) --no-print-directory images IMAGE_OUT=$(DIST) IMAGE_ALIASES=
+	@$(MAKE) --no-print-directory images IMAGE_OUT=$(DIST) IMAGE_ALIASES= IMAGE_APPS=
 	@for arch in $(IMAGE_ARCHES); do for b in $(RELEASE_BINARIES); do \
 		cp $(BIN)/$$arch/$$b $(DIST)/$$b-$(VERSION)-linux-$$arch || exit 1; \
 	done; done

@@ -166,11 +166,16 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 		if err != nil {
 			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
 		}
+		// Named like flock's own images: the tag and its aliases (make
+		// images: the version and dev; the examples and tests use dev).
 		arc := Archive{Ref: ref, Path: filepath.Join(o.OutDir, ArchiveName(a.name))}
-		if err := imagebuild.WriteArchive(arc.Path, ref, idx, o.Created); err != nil {
+		for _, t := range o.Aliases {
+			arc.Aliases = append(arc.Aliases, o.Repo+"/"+a.name+":"+t)
+		}
+		if err := imagebuild.WriteArchiveNames(arc.Path, append([]string{ref}, arc.Aliases...), idx, o.Created); err != nil {
 			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
 		}
-		log.Info("image written", "ref", ref, "path", arc.Path, "arches", o.Arch)
+		log.Info("image written", "ref", ref, "aliases", strings.Join(arc.Aliases, ","), "path", arc.Path, "arches", o.Arch)
 		out = append(out, arc)
 	}
 	return out, nil

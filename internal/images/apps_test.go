@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func TestBuildApps(t *testing.T) {
 		}
 	}
 	archives, err := BuildApps(context.Background(), AppOptions{
-		Options: Options{Repo: "ghcr.io/flockd", Tag: "dev", OutDir: t.TempDir(), DebCache: cache, Created: epoch, Logger: slog.New(slog.DiscardHandler)},
+		Options: Options{Repo: "ghcr.io/flockd", Tag: "dev", Aliases: []string{"latest"}, OutDir: t.TempDir(), DebCache: cache, Created: epoch, Logger: slog.New(slog.DiscardHandler)},
 		Arch:    "amd64",
 		Etcd:    filepath.Join(bin, "etcd"), Etcdctl: filepath.Join(bin, "etcdctl"), UpstreamPeerFinder: filepath.Join(bin, "peer-finder"),
 	})
@@ -46,7 +47,7 @@ func TestBuildApps(t *testing.T) {
 		if filepath.Base(a.Path) != ArchiveName(a.Ref[len("ghcr.io/flockd/"):len(a.Ref)-len(":dev")]) {
 			t.Errorf("%s: archive named %s", a.Ref, filepath.Base(a.Path))
 		}
-		imgs := readArchive(t, a.Path, a.Ref)
+		imgs := readArchive(t, a.Path, a.Ref, strings.TrimSuffix(a.Ref, ":dev")+":latest")
 		img := imgs["linux/amd64"]
 		if len(imgs) != 1 || img == nil {
 			t.Fatalf("%s: platforms %v, want linux/amd64 only", a.Ref, imgs)
