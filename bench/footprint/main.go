@@ -201,14 +201,14 @@ func run(n int, idle time.Duration, keep bool, also binaries) error {
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "finder (%d peers)\tCPU at start\tpeak RSS\tidle RSS mean\tidle RSS max\tidle CPU\tidle CPU %%\thook runs\tdelivered\t\n", n)
+	fmt.Fprintf(w, "finder (%d peers)\tCPU at start\tpeak RSS\tidle RSS mean\tidle RSS max\t(anon\tfile)\tidle CPU\tidle CPU %%\thook runs\tdelivered\t\n", n)
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\t\n", r.name, r.err)
+			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\t\t\t\n", r.name, r.err)
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
-			cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns, r.delivered)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
+			mib(r.anon), mib(r.file), cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns, r.delivered)
 	}
 	return w.Flush()
 }
@@ -218,6 +218,7 @@ type result struct {
 	cpuBefore, cpuIdle time.Duration
 	hwm                int64 // KiB
 	rssMean, rssMax    int64 // KiB
+	anon, file         int64 // KiB: RssAnon and RssFile at the end of the window
 	hookRuns           int
 	delivered          int // peers in the hook's last run
 	err                error
@@ -244,6 +245,7 @@ func sample(pid int, window time.Duration) (result, error) {
 		count++
 		r.rssMax = max(r.rssMax, st["VmRSS"])
 		r.hwm = st["VmHWM"]
+		r.anon, r.file = st["RssAnon"], st["RssFile"]
 		if !time.Now().Before(end) {
 			break
 		}

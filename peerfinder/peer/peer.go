@@ -193,7 +193,13 @@ func (s Set) Has(key string) bool {
 
 // Equal reports whether both sets hold equal peers.
 func (s Set) Equal(t Set) bool {
-	return slices.EqualFunc(s.peers, t.peers, Peer.Equal)
+	return s.Same(t) || slices.EqualFunc(s.peers, t.peers, Peer.Equal)
+}
+
+// Same reports whether s and t are one set value (copies of the same Set):
+// a constant-time test that implies Equal, since sets are immutable.
+func (s Set) Same(t Set) bool {
+	return len(s.peers) == len(t.peers) && (len(s.peers) == 0 || &s.peers[0] == &t.peers[0])
 }
 
 // Filter returns the subset of peers for which keep returns true.

@@ -69,3 +69,18 @@ func set(keys ...string) Set {
 	}
 	return NewSet(ps...)
 }
+
+func TestSame(t *testing.T) {
+	a := NewSet(Peer{FQDN: "a.svc"}, Peer{FQDN: "b.svc"})
+	b := NewSet(Peer{FQDN: "a.svc"}, Peer{FQDN: "b.svc"})
+	c := a
+	if !a.Same(c) || !a.Equal(c) {
+		t.Error("a copy is not the same set")
+	}
+	if a.Same(b) || !a.Equal(b) {
+		t.Errorf("equal sets built apart: Same %v Equal %v, want false and true", a.Same(b), a.Equal(b))
+	}
+	if !(Set{}).Same(NewSet()) {
+		t.Error("empty sets are not the same")
+	}
+}

@@ -9,10 +9,10 @@ import (
 )
 
 // BenchmarkLookup measures one Lookup against the loopback server: the query,
-// the TCP retry where the answer overflows 4096 bytes of UDP (100 and 500
+// TCP (first, once an answer needed it) where the answer overflows 4096 bytes of UDP (100 and more
 // peers), and parsing into peers.
 func BenchmarkLookup(b *testing.B) {
-	for _, n := range []int{10, 100, 500} {
+	for _, n := range []int{10, 100, 500, 1000} {
 		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
 			s := dnstest.New(b)
 			s.Peers(svc, "web", n, 80)

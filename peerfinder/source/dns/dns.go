@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -100,6 +101,9 @@ type Metrics struct {
 	// Truncated counts answers that were still truncated over TCP and so
 	// were not delivered.
 	Truncated prometheus.Counter
+	// Unchanged counts answers with the same records as the server's last
+	// one (in any order), whose parsing was skipped.
+	Unchanged prometheus.Counter
 }
 
 // NewMetrics creates the counters and registers them with reg when reg is not nil.
@@ -117,9 +121,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flock_dns_truncated_total",
 			Help: "SRV answers still truncated over TCP and therefore not delivered.",
 		}),
+		Unchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flock_dns_unchanged_answers_total",
+			Help: "SRV answers with the same records as the same server's previous one (in any order), not parsed again.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Lookups, m.Failures, m.Truncated)
+		reg.MustRegister(m.Lookups, m.Failures, m.Truncated, m.Unchanged)
 	}
 	return m
 }
@@ -135,6 +143,10 @@ type Source struct {
 	log        *slog.Logger
 	metrics    *Metrics
 	udp, tcp   *dns.Client
+
+	mu       sync.Mutex            // guards tcpFirst and last (Lookup may run beside Run)
+	tcpFirst map[string]bool       // by server: its answers need TCP
+	last     map[string]lastAnswer // by server: its last complete answer
 
 	// Test seams; nil: the real ones.
 	now    func() time.Time                                 // the clock for log rate limiting
@@ -186,6 +198,7 @@ func New(cfg Config) (*Source, error) {
 	s.maxBackoff = max(s.maxBackoff, s.period)
 	s.udp = &dns.Client{Net: "udp", Timeout: s.timeout, UDPSize: udpSize}
 	s.tcp = &dns.Client{Net: "tcp", Timeout: s.timeout}
+	s.tcpFirst, s.last = make(map[string]bool), make(map[string]lastAnswer)
 	return s, nil
 }
 
@@ -206,11 +219,17 @@ func cmpOr(d, def time.Duration) time.Duration {
 // when ctx is done.
 func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 	var rejects string // the rejected targets last logged
+	// The last keepIPs: an unchanged answer (the same Set, see query) over
+	// the same last set gives the same result without recomputing it.
+	var memoIn, memoLast, memoOut peer.Set
 	return source.Poll{
 		Lookup: func(ctx context.Context, last peer.Set) (peer.Set, error) {
 			set, rejected, err := s.lookupMembers(ctx)
 			if err != nil {
 				return set, err
+			}
+			if set.Same(memoIn) && last.Same(memoLast) {
+				return memoOut, nil
 			}
 			if key := fmt.Sprint(rejected); key != rejects {
 				if len(rejected) > 0 {
@@ -219,7 +238,12 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 				}
 				rejects = key
 			}
-			return keepIPs(set, last), nil
+			out := keepIPs(set, last)
+			if out.Equal(last) {
+				out = last // keeps the next poll's comparisons constant-time
+			}
+			memoIn, memoLast, memoOut = set, last, out
+			return out, nil
 		},
 		Reason: Reason,
 		Level: func(reason string) slog.Level {

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -34,17 +35,16 @@ func (s *Source) lookupMembers(ctx context.Context) (peer.Set, []Rejected, error
 			errs, nxdomain = errs[:0], 0
 		}
 		for _, server := range s.servers {
-			resp, err := s.query(ctx, server)
+			a, err := s.query(ctx, server)
 			if err == nil {
-				switch resp.Rcode {
+				switch a.rcode {
 				case dns.RcodeSuccess:
-					set, rejected := s.parse(resp)
-					return set, rejected, nil
+					return a.set, a.rejected, nil
 				case dns.RcodeNameError:
 					nxdomain++
 					continue
 				default:
-					err = &RcodeError{Rcode: resp.Rcode}
+					err = &RcodeError{Rcode: a.rcode}
 				}
 			}
 			if ctx.Err() != nil {
@@ -66,26 +66,115 @@ func (s *Source) lookupMembers(ctx context.Context) (peer.Set, []Rejected, error
 	return peer.Set{}, nil, fmt.Errorf("dns lookup %s: %w", s.name, errors.Join(errs...))
 }
 
-// query asks one server over UDP, and again over TCP if the answer is truncated.
-func (s *Source) query(ctx context.Context, server string) (*dns.Msg, error) {
+// answer is what one server's response means.
+type answer struct {
+	rcode    int
+	set      peer.Set // with RcodeSuccess
+	rejected []Rejected
+}
+
+// lastAnswer is a server's last complete response, to skip parsing it again.
+type lastAnswer struct {
+	fp uint64 // its fingerprint
+	answer
+	// glue holds every (owner, address) pair (glueKey) of the additional
+	// sections seen since the fingerprint last changed.
+	glue map[string]struct{}
+}
+
+// query asks one server over UDP, and again over TCP if the answer is
+// truncated. A server whose answers needed TCP is asked over TCP first
+// from then on (until a TCP answer would fit in UDP again), saving the
+// truncated UDP round trip on every poll. A response with the answer
+// records of the server's last complete one (in any order: see
+// fingerprint) and only glue addresses seen before for the same answer is
+// not parsed again: its answer is the last one's. (A pod's IPs never change
+// during its life, so a new address shows up as glue never seen; a peer
+// whose glue did not fit keeps its IPs anyway, see keepIPs.)
+func (s *Source) query(ctx context.Context, server string) (answer, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(s.name, dns.TypeSRV)
 	m.SetEdns0(udpSize, false)
-	resp, err := s.exchange(ctx, s.udp, m, server)
+	s.mu.Lock()
+	tcpFirst := s.tcpFirst[server]
+	s.mu.Unlock()
+	var (
+		raw []byte
+		err error
+	)
+	if !tcpFirst {
+		raw, err = s.exchange(ctx, s.udp, m, server)
+		if err != nil {
+			return answer{}, err
+		}
+		if !truncated(raw) {
+			return s.decode(server, raw, false)
+		}
+		s.setTCPFirst(server, true)
+	}
+	raw, err = s.exchange(ctx, s.tcp, m, server)
 	if err != nil {
-		return nil, err
+		if tcpFirst {
+			return answer{}, err
+		}
+		return answer{}, fmt.Errorf("tcp after truncated udp answer: %w", err)
 	}
-	if !resp.Truncated {
-		return resp, nil
+	if len(raw) <= udpSize {
+		s.setTCPFirst(server, false) // UDP would do again
 	}
-	resp, err = s.exchange(ctx, s.tcp, m, server)
-	if err != nil {
-		return nil, fmt.Errorf("tcp after truncated udp answer: %w", err)
+	return s.decode(server, raw, true)
+}
+
+func (s *Source) setTCPFirst(server string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tcpFirst[server] = on
+}
+
+// truncated reports the TC bit of a raw response.
+func truncated(raw []byte) bool { return len(raw) > 2 && raw[2]&0x02 != 0 }
+
+// decode turns a raw response into an answer, reusing the server's last one
+// when its records are the same (see query).
+func (s *Source) decode(server string, raw []byte, overTCP bool) (answer, error) {
+	s.mu.Lock()
+	last, haveLast := s.last[server]
+	s.mu.Unlock()
+	var key [300]byte
+	known := true
+	fp, fpOK := fingerprint(raw, func(owner, addr []byte) {
+		if known {
+			_, known = last.glue[string(glueKey(key[:], owner, addr))]
+		}
+	})
+	if haveLast && fpOK && last.fp == fp && known {
+		if s.metrics != nil && s.metrics.Unchanged != nil {
+			s.metrics.Unchanged.Inc()
+		}
+		return last.answer, nil
 	}
-	if resp.Truncated && !answerComplete(resp) {
-		return nil, fmt.Errorf("%w (%d answers in the partial response)", ErrTruncated, len(resp.Answer))
+	resp := new(dns.Msg)
+	if err := resp.Unpack(raw); err != nil {
+		return answer{}, err
 	}
-	return resp, nil
+	if overTCP && resp.Truncated && !answerComplete(resp) {
+		return answer{}, fmt.Errorf("%w (%d answers in the partial response)", ErrTruncated, len(resp.Answer))
+	}
+	a := answer{rcode: resp.Rcode}
+	if resp.Rcode == dns.RcodeSuccess {
+		a.set, a.rejected = s.parse(resp)
+	}
+	if fpOK {
+		glue := last.glue
+		if !haveLast || last.fp != fp {
+			glue = make(map[string]struct{})
+		}
+		fingerprint(raw, func(owner, addr []byte) { glue[string(glueKey(key[:], owner, addr))] = struct{}{} })
+		s.mu.Lock()
+		s.last[server] = lastAnswer{fp: fp, answer: a, glue: glue}
+		s.mu.Unlock()
+	}
+	return a, nil
 }
 
 // answerComplete reports whether a response flagged TC still holds its
@@ -109,11 +198,36 @@ func answerComplete(resp *dns.Msg) bool {
 	return false
 }
 
-func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server string) (*dns.Msg, error) {
+// exchange sends m to server through c and returns the raw response with
+// m's ID (responses with another ID are skipped, as miekg/dns's Exchange
+// does), within the query timeout.
+func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	resp, _, err := c.ExchangeContext(ctx, m, server)
-	return resp, err
+	co, err := c.DialContext(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	defer co.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = co.SetDeadline(d)
+	}
+	co.UDPSize = udpSize
+	if err := co.WriteMsg(m); err != nil {
+		return nil, err
+	}
+	for {
+		raw, err := co.ReadMsgHeader(nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(raw) < 12 {
+			return nil, dns.ErrShortRead
+		}
+		if binary.BigEndian.Uint16(raw) == m.Id {
+			return raw, nil
+		}
+	}
 }
 
 // Reason classifies a lookup error for metrics and logs: "timeout",
