@@ -1,6 +1,7 @@
 // Command footprint measures, side by side at N peers (default 1,000), the
-// memory and CPU of flock's peer-finder (-source=dns and
-// -source=endpointslice) and Kubernetes' own peer-finder
+// memory and CPU of flock's peer-finder (-source=endpointslice, pods and
+// dns; built as the image ships it, plus any -also binaries) and
+// Kubernetes' own peer-finder
 // (test/images/pets/peer-finder, built at the local control plane's
 // version), each with an -on-change hook, once every one has delivered the
 // whole set and the cluster is idle.
@@ -25,7 +26,8 @@
 // (utime+stime, the process alone, not its hooks) from /proc/<pid>/stat at
 // the start and the end of the window. It prints, per finder: the CPU spent
 // until delivery, the peak RSS so far (VmHWM), the RSS over the window
-// (mean and max) and the CPU over the window.
+// (mean and max; anon and file parts, RssAnon and RssFile, at its end), the
+// CPU over the window, the hook runs and the peers of the last one.
 package main
 
 import (
