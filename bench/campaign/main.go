@@ -53,6 +53,7 @@ func main() {
 	deadline := fs.Duration("deadline", 4*time.Minute, "time a round has to become healthy (and again after the wipe)")
 	restartEvery := fs.Duration("apiserver-restart-every", 3*time.Minute, "restart kube-apiserver this often during the campaign; 0 never")
 	dnsCache := fs.Bool("dns-cache", true, `run CoreDNS with "cache 30" and TTL 30 during the campaign, as in production`)
+	duration := fs.Duration("duration", 0, "start no new round after this long (0: run all -rounds); the rounds run are reported")
 	logDir := fs.String("log-dir", "", "write the containers' logs of failed rounds here (default a temporary directory)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
@@ -70,7 +71,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsCache, *logDir}); err != nil {
+	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsCache, *logDir, *duration}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -85,6 +86,7 @@ type config struct {
 	restartEvery     time.Duration
 	dnsCache         bool
 	logDir           string
+	duration         time.Duration
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -178,11 +180,19 @@ func run(ctx context.Context, cfg config) error {
 			}
 		})
 	}
+	stopFeeding := make(<-chan time.Time)
+	if cfg.duration > 0 {
+		stopFeeding = time.After(cfg.duration)
+	}
+	ran := 0
 feed:
 	for r := range cfg.rounds {
 		select {
 		case next <- r:
+			ran++
 		case <-ctx.Done():
+			break feed
+		case <-stopFeeding:
 			break feed
 		}
 	}
@@ -191,7 +201,7 @@ feed:
 	close(done)
 	restarts.Wait()
 
-	fmt.Printf("\n%d rounds in %s (seed %d)\n", cfg.rounds, time.Since(start).Round(time.Second), cfg.seed)
+	fmt.Printf("\n%d rounds in %s (seed %d)\n", ran, time.Since(start).Round(time.Second), cfg.seed)
 	fmt.Printf("%-9s %7s %12s %6s %22s %22s\n", "subject", "rounds", "split brains", "stuck", "time to healthy p50/p99", "rejoin p50/p99")
 	var bad bool
 	for _, s := range cfg.subjects {

@@ -19,6 +19,7 @@ import (
 // out: other packages share this cluster. FLOCK_CAMPAIGN_SEED replays a
 // schedule.
 func TestCampaignSmoke(t *testing.T) {
+	t.Parallel() // its own namespaces; about a minute
 	b := newBed(t)
 	manifests, err := apps.Manifests(repoPath(t, "examples/apps/etcd"))
 	if err != nil {

@@ -135,6 +135,7 @@ func (b *bed) deletePod(name string, alsoClaim string) {
 // member comes back into the same cluster; etcd-0 with its claim deleted
 // (its data lost) rejoins the same cluster instead of forming a new one.
 func TestAppEtcd(t *testing.T) {
+	t.Parallel() // its own namespace; about a minute
 	b := newBed(t)
 	b.applyKustomization("examples/apps/etcd")
 	start := time.Now()
@@ -173,6 +174,7 @@ func TestAppEtcd(t *testing.T) {
 // form, or no member could ever be joined (seen stuck before: every member
 // told join).
 func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	ctx := context.Background()
 	claim, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, &corev1.PersistentVolumeClaim{
