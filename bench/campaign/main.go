@@ -69,13 +69,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "invalid -rounds, -parallel or -replicas: must be at least 1")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The campaign stops (rounds in flight are aborted, not counted) on a
+	// signal or when the cluster itself fails.
+	ctx, cancel := context.WithCancelCause(sig)
+	defer cancel(nil)
+	abort = cancel
 	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsCache, *logDir, *duration}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
 }
+
+// abort stops the campaign with a cause.
+var abort context.CancelCauseFunc
 
 type config struct {
 	rounds, parallel int
@@ -150,7 +158,11 @@ func run(ctx context.Context, cfg config) error {
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 					err := state.Restart(rctx, "kube-apiserver")
 					cancel()
-					fmt.Printf("  kube-apiserver restarted (err %v)\n", err)
+					if err != nil {
+						abort(fmt.Errorf("restart kube-apiserver: %w", err))
+						return
+					}
+					fmt.Println("  kube-apiserver restarted")
 				}
 			}
 		})
@@ -159,6 +171,7 @@ func run(ctx context.Context, cfg config) error {
 	start := time.Now()
 	var mu sync.Mutex
 	results := map[string][]apps.Outcome{}
+	aborted := 0
 	next := make(chan int)
 	var workers sync.WaitGroup
 	for range cfg.parallel {
@@ -173,6 +186,14 @@ func run(ctx context.Context, cfg config) error {
 				wg.Wait()
 				mu.Lock()
 				for _, o := range outs {
+					if o.Aborted {
+						fmt.Printf("%-8s %s: aborted, not counted: %s\n", o.Subject, plan, o.Detail)
+						aborted++
+						if ctx.Err() == nil {
+							abort(fmt.Errorf("round %d could not run: %s", r, o.Detail))
+						}
+						continue
+					}
 					results[o.Subject] = append(results[o.Subject], o)
 					fmt.Printf("%-8s %s: %s\n", o.Subject, plan, verdict(o))
 				}
@@ -201,7 +222,10 @@ feed:
 	close(done)
 	restarts.Wait()
 
-	fmt.Printf("\n%d rounds in %s (seed %d)\n", ran, time.Since(start).Round(time.Second), cfg.seed)
+	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, time.Since(start).Round(time.Second), cfg.seed, aborted)
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		fmt.Printf("campaign stopped early: %v\n", cause)
+	}
 	fmt.Printf("%-9s %7s %12s %6s %22s %22s\n", "subject", "rounds", "split brains", "stuck", "time to healthy p50/p99", "rejoin p50/p99")
 	var bad bool
 	for _, s := range cfg.subjects {
@@ -230,7 +254,10 @@ feed:
 	if bad {
 		return fmt.Errorf("flock had split or stuck rounds: logs in %s", cfg.logDir)
 	}
-	return ctx.Err()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	return nil
 }
 
 func verdict(o apps.Outcome) string {

@@ -109,6 +109,10 @@ type Outcome struct {
 	Split bool
 	// Stuck: no healthy cluster within the deadline (and no split).
 	Stuck bool
+	// Aborted: the round could not be run or finished (the cluster's API
+	// failed, or the campaign was stopped): neither a split nor stuck, and
+	// not counted.
+	Aborted bool
 	// Healthy is the time from the StatefulSet's creation to the first
 	// healthy cluster after the faults of the bootstrap; Rejoin the time
 	// from the wipe to healthy again.
@@ -161,7 +165,7 @@ func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 		GenerateName: fmt.Sprintf("campaign-%s-%d-", subject, plan.Round), Labels: map[string]string{"flockd.io/campaign": subject},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		out.Stuck, out.Detail = true, fmt.Sprintf("create namespace: %v", err)
+		out.Aborted, out.Detail = true, fmt.Sprintf("create namespace: %v", err)
 		return out
 	}
 	out.NS = ns.Name
@@ -175,10 +179,13 @@ func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 		}
 	}()
 	if err := c.create(ctx, ns.Name, subject, plan); err != nil {
-		out.Stuck, out.Detail = true, err.Error()
+		out.Aborted, out.Detail = true, err.Error()
 		return out
 	}
 	c.round(ctx, &out)
+	if ctx.Err() != nil && !out.Split {
+		out.Stuck, out.Aborted = false, true
+	}
 	failed = out.Split || out.Stuck
 	return out
 }
@@ -258,7 +265,7 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 	time.Sleep(plan.WipeAfter)
 	t1 := time.Now()
 	if err := c.wipe(ctx, ns, "etcd-0", "data-etcd-0"); err != nil {
-		out.Stuck, out.Detail = true, err.Error()
+		out.Aborted, out.Detail = true, err.Error()
 		return
 	}
 	if !settle(t1.Add(c.Deadline)) {

@@ -44,6 +44,8 @@ func TestCampaignSmoke(t *testing.T) {
 		switch {
 		case o.Split:
 			t.Errorf("%s: split brain: %s (logs in %s/%s)", o.Plan, o.Detail, c.LogDir, o.NS)
+		case o.Aborted:
+			t.Errorf("%s: could not run: %s", o.Plan, o.Detail)
 		case o.Stuck:
 			t.Errorf("%s: stuck: %s (logs in %s/%s)", o.Plan, o.Detail, c.LogDir, o.NS)
 		default:
