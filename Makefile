@@ -130,6 +130,12 @@ CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
 campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real node, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/campaign $(CAMPAIGN_FLAGS)
 
+bench-compare: cluster-build ## Every side-by-side comparison, one after the other on one cluster: latency, footprint at 1,000 peers with churn rounds, 5,000 peers (see bench/README.md).
+	@$(FLOCK_CLUSTER) exec -- bash -c 'set -e; uptime; \
+		echo "== latency (pod ready -> hook)"; $(GO) run ./bench/latency; \
+		echo "== footprint and churn, 1,000 peers"; $(GO) run ./bench/footprint -idle=60s -rounds=10; \
+		echo "== scale, 5,000 peers"; $(GO) run ./bench/footprint -pods=5000 -idle=30s -rounds=10; uptime'
+
 # The packages whose rules matter; a mutant is run against its own package's unit tests.
 MUTATE_PKGS ?= ./peerfinder/membership ./peerfinder/bootstrap ./peerfinder/source/dns ./peerfinder/engine ./peerfinder/sink/hook ./internal/atomicfile ./peerfinder/sink/hostsfile
 MUTATE_FLAGS ?= -max=30

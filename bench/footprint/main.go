@@ -35,7 +35,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +47,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/bench/internal/benchkit"
@@ -66,10 +69,11 @@ func main() {
 	pods := flag.Int("pods", 1000, "peers (pods in the service)")
 	idle := flag.Duration("idle", 30*time.Second, "idle window sampled after every finder delivered all peers")
 	keep := flag.Bool("keep", false, "keep the namespace and work dir (its pods fill the kwok nodes: the scheduler places no other pod until it is deleted)")
+	rounds := flag.Int("rounds", 0, "after the idle window, rounds of: the last member not ready, then ready again; prints the time from its Ready to each watch finder's hook with all peers (p50/p99) and the finders' CPU and peak RSS")
 	var also binaries
 	flag.Var(&also, "also", "label=path of a further peer-finder binary measured beside this tree's (e.g. one built from an older commit); repeatable")
 	flag.Parse()
-	if err := run(*pods, *idle, *keep, also); err != nil {
+	if err := run(*pods, *idle, *keep, also, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/footprint:", err)
 		os.Exit(1)
 	}
@@ -89,7 +93,7 @@ func (b *binaries) Set(v string) error {
 	return nil
 }
 
-func run(n int, idle time.Duration, keep bool, also binaries) error {
+func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error {
 	env, err := benchkit.LoadEnv("bench-footprint", 200)
 	if err != nil {
 		return err
@@ -212,7 +216,131 @@ func run(n int, idle time.Duration, keep bool, also binaries) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
 			mib(r.anon), mib(r.file), cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns, r.delivered)
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if rounds > 0 {
+		return churn(ctx, env.Client, ns, n, rounds, finders, results)
+	}
+	return nil
+}
+
+// churn measures, over rounds, the time from the last member (fp-N-1)
+// turning Ready to the hook start of each finder that delivered all n
+// peers, with every such finder's CPU over the rounds and its peak RSS.
+func churn(ctx context.Context, c kubernetes.Interface, ns string, n, rounds int, finders []*benchkit.Finder, results []result) error {
+	member := fmt.Sprintf("%s-%d", service, n-1)
+	var live []*benchkit.Finder
+	for i, f := range finders {
+		if results[i].delivered == n {
+			live = append(live, f)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s delivered %d of %d peers: not in the rounds\n", f.Name, results[i].delivered, n)
+		}
+	}
+	cpu0 := make(map[string]time.Duration)
+	for _, f := range live {
+		cpu0[f.Name], _ = cpuTime(f.Cmd.Process.Pid)
+	}
+	ready := watchReady(ctx, c, ns, member)
+	lat := make(map[string][]time.Duration)
+	start := time.Now()
+	for r := range rounds {
+		if err := setReady(ctx, c, ns, member, false); err != nil {
+			return err
+		}
+		if err := benchkit.WaitHooks(live, n-1, 2*time.Minute); err != nil {
+			return fmt.Errorf("round %d, not ready: %w", r, err)
+		}
+		down := time.Now()
+		for len(ready) > 0 {
+			<-ready
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
+		if err := setReady(ctx, c, ns, member, true); err != nil {
+			return err
+		}
+		var t0 time.Time
+		select {
+		case t0 = <-ready:
+		case <-time.After(time.Minute):
+			return fmt.Errorf("round %d: %s never turned ready", r, member)
+		}
+		got, err := benchkit.HookTimes(live, n, down, 2*time.Minute)
+		if err != nil {
+			return fmt.Errorf("round %d, ready: %w", r, err)
+		}
+		for name, t := range got {
+			lat[name] = append(lat[name], t.Sub(t0))
+		}
+		fmt.Fprintf(os.Stderr, "round %d/%d done\n", r+1, rounds)
+	}
+	elapsed := time.Since(start)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "%dth member ready -> hook with all\tp50\tp99\tmax\trounds\tCPU over the rounds\tpeak RSS\t\n", n)
+	for _, f := range live {
+		d := lat[f.Name]
+		c1, _ := cpuTime(f.Cmd.Process.Pid)
+		st, _ := status(f.Cmd.Process.Pid)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s in %s\t%s\t\n", f.Name, pct(d, 50), pct(d, 99), pct(d, 100), len(d),
+			cpu(c1-cpu0[f.Name]), elapsed.Round(time.Second), mib(st["VmHWM"]))
+	}
 	return w.Flush()
+}
+
+// pct is the p-th percentile of d by nearest rank.
+func pct(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := min(max((len(s)*p+99)/100, 1), len(s)) - 1
+	if s[i] < time.Second {
+		return fmt.Sprintf("%.1fms", float64(s[i])/float64(time.Millisecond))
+	}
+	return s[i].Round(time.Millisecond).String()
+}
+
+func setReady(ctx context.Context, c kubernetes.Interface, ns, pod string, ready bool) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.flockd.io/ready":"%v"}}}`, ready)
+	if _, err := c.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set %s ready=%v: %w", pod, ready, err)
+	}
+	return nil
+}
+
+// watchReady reports each time the benchmark's own watch sees pod turn Ready.
+func watchReady(ctx context.Context, c kubernetes.Interface, ns, pod string) <-chan time.Time {
+	out := make(chan time.Time, 16)
+	go func() {
+		was := true
+		for ctx.Err() == nil {
+			w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				now := time.Now()
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				ready := false
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady {
+						ready = cond.Status == corev1.ConditionTrue
+					}
+				}
+				if ready && !was {
+					out <- now
+				}
+				was = ready
+			}
+		}
+	}()
+	return out
 }
 
 type result struct {
