@@ -98,12 +98,15 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 	last := fqdn(killSizes[1] - 1)
 	waitFile(t, doc, func(s string) bool { return strings.Contains(s, last) && strings.Count(s, `"fqdn"`) == killSizes[1] })
 	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, fmt.Sprintf("web-%d\n", killSizes[1]-1)) })
+	// The files may already hold that answer from a killed run: wait for
+	// the restarted process itself to have delivered it (both sinks applied).
+	delivered := fmt.Sprintf("msg=\"peers delivered\" generation=1 peers=%d", killSizes[1])
+	waitFor(t, "the restarted peer-finder delivered "+delivered, func() bool { return strings.Contains(p.stderr.String(), delivered) })
 	checkWholeHosts(t, kills, hosts)
 	checkWholeJSON(t, kills, doc)
 	if left := tempFiles(dir); len(left) > 0 {
 		t.Errorf("temporary files left after the restart delivered: %v", left)
 	}
-	_ = p
 }
 
 // strandsNew reports whether dir holds a temporary file not in seen.
