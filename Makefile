@@ -122,7 +122,7 @@ bench: ## Run the benchmarks.
 bench-latency: cluster-build ## Latency side by side: pod ready -> hook start for flock's endpointslice, pods, dns sources and upstream peer-finder (root; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/latency
 
-bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock's dns and endpointslice sources and upstream peer-finder (root; see bench/README.md).
+bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock's endpointslice, pods and dns sources and upstream peer-finder; FOOTPRINT_FLAGS e.g. -pods=5000 -rounds=10 (root; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/footprint $(FOOTPRINT_FLAGS)
 
 CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
