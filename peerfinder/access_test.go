@@ -1,6 +1,7 @@
 package peerfinder
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,6 +204,56 @@ func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(granted, want) {
 			t.Errorf("%s grants %q, want exactly %q", name, granted, want)
+		}
+	}
+}
+
+var updateComponents = flag.Bool("update-components", false, "rewrite config/peer-finder from examples/rbac")
+
+// TestKustomizeComponentsMatchExamples: config/peer-finder has one
+// kustomize component per examples/rbac file, holding that file unchanged
+// (so it grants exactly what TestRBACExamplesGrantExactlyWhatIsRequired
+// checks). -update-components rewrites them.
+func TestKustomizeComponentsMatchExamples(t *testing.T) {
+	files, err := filepath.Glob("../examples/rbac/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	want := map[string]bool{}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		want[name] = true
+		example, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join("../config/peer-finder", name)
+		kustomization := "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n  - " + name + ".yaml\n"
+		if *updateComponents {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for f, data := range map[string][]byte{name + ".yaml": example, "kustomization.yaml": []byte(kustomization)} {
+				if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+		if err != nil || string(got) != string(example) {
+			t.Errorf("%s/%s.yaml differs from examples/rbac/%s.yaml (%v); run: go test ./peerfinder -run TestKustomizeComponentsMatchExamples -update-components", dir, name, name, err)
+		}
+		if k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml")); err != nil || string(k) != kustomization {
+			t.Errorf("%s/kustomization.yaml is not the component of %s.yaml (%v)", dir, name, err)
+		}
+	}
+	dirs, err := os.ReadDir("../config/peer-finder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !want[d.Name()] {
+			t.Errorf("config/peer-finder/%s has no examples/rbac/%s.yaml", d.Name(), d.Name())
 		}
 	}
 }

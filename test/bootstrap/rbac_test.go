@@ -51,10 +51,7 @@ func applyExample(t *testing.T, c *clustertest.Cluster, ns, file string) *rbacv1
 			role, err = c.Client.RbacV1().Roles(ns).Create(ctx, &r, metav1.CreateOptions{})
 		case "RoleBinding":
 			var b rbacv1.RoleBinding
-			mustDecode(t, file, doc, &b)
-			for i := range b.Subjects {
-				b.Subjects[i].Namespace = ns // "the namespace you apply this to"
-			}
+			mustDecode(t, file, doc, &b) // subjects without a namespace: the binding's
 			_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &b, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: unexpected kind %q", file, meta.Kind)

@@ -246,7 +246,8 @@ func (r *podRoot) mapPath(ctr corev1.Container, p string) (string, bool) {
 // argv from the container's command (whose first word must be
 // peer-finder) and args, with container paths mapped, plus what a pod
 // environment gives for free: -kubeconfig (in-cluster config), -domain
-// (resolv.conf) and -hostname (the pod's host name); and its environment
+// (resolv.conf) and -hostname (the pod's host name), -metrics-addr on a free
+// loopback port; and its environment
 // with the downward API resolved.
 func (r *podRoot) command(t *testing.T, ctr corev1.Container) (argv, env []string) {
 	t.Helper()
@@ -263,7 +264,9 @@ func (r *podRoot) command(t *testing.T, ctr corev1.Container) (argv, env []strin
 	}
 	argv = []string{"-kubeconfig=" + r.kube, "-domain=cluster.local", "-hostname=" + host}
 	for _, w := range words {
-		if k, v, ok := strings.Cut(w, "="); ok && strings.HasPrefix(k, "-") {
+		if k, _, ok := strings.Cut(w, "="); ok && k == "-metrics-addr" {
+			w = k + "=127.0.0.1:0" // each pod has its own network namespace; these processes share one
+		} else if k, v, ok := strings.Cut(w, "="); ok && strings.HasPrefix(k, "-") {
 			if mp, ok := r.mapPath(ctr, v); ok {
 				w = k + "=" + mp
 			}
