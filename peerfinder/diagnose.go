@@ -18,8 +18,11 @@ import (
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
-	"github.com/flockd/flock/peerfinder/source"
 )
+
+// evaluateWithin bounds how long diagnose waits for the pipeline's first
+// evaluation with every input.
+const evaluateWithin = 5 * time.Second
 
 // errHeldBack is returned by diagnose when delivery would not happen now.
 var errHeldBack = errors.New("delivery is held back")
@@ -29,7 +32,7 @@ var errHeldBack = errors.New("delivery is held back")
 // cluster Lease nor runs a hook. It returns errHeldBack when a real run would
 // not deliver now (a gate holds, or a permission it needs is missing).
 func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second+evaluateWithin)
 	defer cancel()
 	f := facts{cfg: cfg}
 	fmt.Fprintf(w, "domain:    %s (from %s)\n", cfg.Domain, cfg.DomainSource)
@@ -41,50 +44,43 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 
 	diagnoseAPI(ctx, cfg, p.kube, w, &f)
 
-	views := make([]membership.View, 0, len(p.sources))
-	for _, s := range p.sources {
-		l, ok := s.Source.(source.Lookuper)
-		if !ok {
-			fmt.Fprintf(w, "source %s: cannot be queried once\n", s.Name)
-			views = append(views, membership.View{Source: s.Name})
-			continue
-		}
-		peers, err := l.Lookup(ctx)
-		if err != nil {
-			fmt.Fprintf(w, "source %s: lookup failed: %v\n", s.Name, err)
-			views = append(views, membership.View{Source: s.Name})
-			if s.Name == config.SourceDNS {
+	// The real pipeline's first evaluation: its sources, expected size and
+	// membership step, without sinks.
+	evalCtx, stopEval := context.WithTimeout(ctx, evaluateWithin)
+	err := p.engine.FirstEvaluation(evalCtx)
+	stopEval()
+	if err != nil {
+		return err
+	}
+	st := p.engine.Status()
+	for _, view := range st.Views {
+		if !view.Reported {
+			fmt.Fprintf(w, "source %s: no answer within %s (its errors are logged above)\n", view.Source, evaluateWithin)
+			if view.Source == config.SourceDNS {
 				f.dnsSilent = true
 			}
 			continue
 		}
-		fmt.Fprintf(w, "source %s: %d peers\n", s.Name, len(peers))
-		for _, pr := range peers {
+		fmt.Fprintf(w, "source %s: %d peers\n", view.Source, len(view.Peers))
+		for _, pr := range peer.NewSet(view.Peers...).Peers() {
 			fmt.Fprintf(w, "  %s %s ready=%v ordinal=%d\n", pr.Key(), strings.Join(pr.IPs, ","), pr.Ready, pr.Ordinal)
 		}
-		if len(peers) == 0 && s.Name == config.SourceDNS {
+		if len(view.Peers) == 0 && view.Source == config.SourceDNS {
 			f.dnsSilent = true
 		}
-		views = append(views, membership.View{Source: s.Name, Reported: true, Peers: peers})
 	}
-
-	opts := p.opts
 	switch {
+	case cfg.Bootstrap.ExpectAuto && st.ExpectPending:
+		fmt.Fprintf(w, "expect:    unknown: the owning StatefulSet was not read within %s (see the log above)\n", evaluateWithin)
 	case cfg.Bootstrap.ExpectAuto && p.boot.replicas != nil:
-		name, n, first, err := p.boot.replicas.Lookup(ctx)
-		if err != nil {
-			fmt.Fprintf(w, "expect:    unknown: %v\n", err)
-			opts.ExpectPending = true
-			break
-		}
-		fmt.Fprintf(w, "expect:    %d (spec.replicas of StatefulSet %s, first ordinal %d)\n", n, name, first)
-		opts.Expect = n
-		p.boot.roler.FirstOrdinal = func() int { return first }
+		fmt.Fprintf(w, "expect:    %d (spec.replicas of StatefulSet %s, first ordinal %d)\n", st.Expect, p.boot.replicas.StatefulSet(), p.boot.replicas.FirstOrdinal())
 	case cfg.Bootstrap.Expect > 0:
 		fmt.Fprintf(w, "expect:    %d (-expect)\n", cfg.Bootstrap.Expect)
 	}
-
-	set, _, v := membership.Compute(views, opts, membership.Observation{}, time.Now())
+	set, v := st.Set, st.Verdict
+	if v.Reason == "" { // no input arrived at all: no evaluation ran
+		v = membership.Verdict{Reason: membership.WaitSources, Detail: fmt.Sprintf("no source answered within %s", evaluateWithin)}
+	}
 	roleOK := diagnoseRole(ctx, cfg, p.boot, set, w)
 
 	if v.Publishable() {

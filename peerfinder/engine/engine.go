@@ -11,13 +11,13 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/flockd/flock/internal/retry"
+	"k8s.io/utils/clock"
+
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -78,7 +78,11 @@ type Config struct {
 	Role    RoleFunc
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Now is the clock; nil means time.Now.
+	// Clock makes the timers (bootstrap timeout, stable-for recheck, sink
+	// retries) and, unless Now is set, tells the time; nil: the real clock.
+	// Tests inject k8s.io/utils/clock/testing's FakeClock.
+	Clock clock.Clock
+	// Now is the clock's time; nil means Clock.Now.
 	Now func() time.Time
 }
 
@@ -90,8 +94,14 @@ type Status struct {
 	Generation uint64
 	// Delivered is true once every sink applied a set.
 	Delivered bool
-	// Views are the sources' latest snapshots.
+	// Views are the sources' latest snapshots, and Set their merge as the
+	// latest evaluation saw it.
 	Views []membership.View
+	Set   peer.Set
+	// Expect is the expected size the latest evaluation used (0: none),
+	// ExpectPending true while it was still unknown.
+	Expect        int
+	ExpectPending bool
 	// Sinks are the sinks' states, in delivery order.
 	Sinks []SinkStatus
 }
@@ -135,8 +145,11 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	e := &Engine{cfg: cfg}
 	for _, s := range cfg.Sinks {
@@ -152,162 +165,6 @@ func (e *Engine) Status() Status {
 	st := e.status
 	st.Sinks = slices.Clone(st.Sinks)
 	return st
-}
-
-type update struct {
-	source int
-	peers  []peer.Peer
-}
-
-type sourceErr struct {
-	source int
-	err    error
-}
-
-// Run runs sources, membership and sinks until ctx is done (returning nil),
-// a source fails to run (returning its error), the bootstrap timeout
-// expires (ErrBootstrapTimeout), or, with Once, the first set was applied by
-// every sink (returning nil). Run waits for its goroutines before returning.
-func (e *Engine) Run(ctx context.Context) error {
-	if len(e.cfg.Sources) == 0 {
-		return errors.New("engine: no sources configured")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	e.start = e.cfg.Now()
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs before wg.Wait
-
-	updates := make(chan update)
-	errc := make(chan sourceErr, len(e.cfg.Sources)+1)
-	for i, s := range e.cfg.Sources {
-		ch := make(chan []peer.Peer)
-		wg.Go(func() {
-			if err := s.Source.Run(ctx, ch); err != nil && ctx.Err() == nil {
-				errc <- sourceErr{i, err}
-			}
-		})
-		wg.Go(func() {
-			for {
-				select {
-				case ps := <-ch:
-					select {
-					case updates <- update{i, ps}:
-					case <-ctx.Done():
-						return
-					}
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
-	}
-
-	opts := e.cfg.Membership
-	sizes := make(chan int)
-	if e.cfg.Expect != nil {
-		opts.ExpectPending = true
-		wg.Go(func() {
-			if err := e.cfg.Expect.Run(ctx, sizes); err != nil && ctx.Err() == nil {
-				errc <- sourceErr{-1, err}
-			}
-		})
-	}
-
-	trigger := make(chan struct{}, 1)
-	done := make(chan struct{})
-	wg.Go(func() { e.deliver(ctx, trigger, done) })
-
-	var bootstrap <-chan time.Time
-	if e.cfg.BootstrapTimeout > 0 {
-		t := time.NewTimer(e.cfg.BootstrapTimeout)
-		defer t.Stop()
-		bootstrap = t.C
-	}
-	recheck := time.NewTimer(time.Hour)
-	recheck.Stop()
-	defer recheck.Stop()
-
-	views := make([]membership.View, len(e.cfg.Sources))
-	for i, s := range e.cfg.Sources {
-		views[i].Source = s.Name
-	}
-	var (
-		obs       membership.Observation
-		published peer.Set
-		gen       uint64
-		last      membership.Verdict
-	)
-	for {
-		select {
-		case u := <-updates:
-			views[u.source] = membership.View{Source: views[u.source].Source, Reported: true, Peers: u.peers}
-			if m := e.cfg.Metrics; m != nil {
-				m.snapshots.WithLabelValues(views[u.source].Source).Inc()
-			}
-		case n := <-sizes:
-			if !opts.ExpectPending && n == opts.Expect {
-				continue
-			}
-			e.cfg.Logger.Info("expected size", "peers", n, "was", opts.Expect)
-			opts.Expect, opts.ExpectPending = n, false
-		case <-recheck.C:
-		case se := <-errc:
-			if se.source < 0 {
-				return fmt.Errorf("expected size: %w", se.err)
-			}
-			return fmt.Errorf("source %s: %w", e.cfg.Sources[se.source].Name, se.err)
-		case <-bootstrap:
-			if !e.Status().Delivered {
-				return ErrBootstrapTimeout
-			}
-			bootstrap = nil
-			continue
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-
-		if gen > 0 {
-			opts.Missing = nil // the expected-names gate holds the first publish only
-		}
-		set, o, v := membership.Compute(views, opts, obs, e.cfg.Now())
-		obs = o
-		if v.Reason != last.Reason || v.Peers != last.Peers || v.Need != last.Need {
-			e.logVerdict(v)
-		}
-		last = v
-		if v.RecheckAfter > 0 {
-			recheck.Reset(v.RecheckAfter)
-		}
-		publish := v.Publishable() && (gen == 0 || !set.Equal(published))
-		if publish {
-			gen++
-			published = set
-		}
-		e.mu.Lock()
-		e.status.Verdict = v
-		e.status.Generation = gen
-		e.status.Views = append([]membership.View(nil), views...)
-		if publish {
-			e.target = target{set: set, gen: gen}
-		}
-		e.mu.Unlock()
-		if m := e.cfg.Metrics; m != nil {
-			m.peers.Set(float64(set.Len()))
-			m.generation.Set(float64(gen))
-			m.verdict.Reset()
-			m.verdict.WithLabelValues(string(v.Reason)).Set(1)
-		}
-		if publish {
-			select {
-			case trigger <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
 
 func (e *Engine) logVerdict(v membership.Verdict) {
@@ -358,121 +215,6 @@ func (e *Engine) sinkResult(i int, err error) {
 		e.cfg.Logger.Info("sink recovered", "sink", name)
 	case err == nil && wasPending:
 		e.cfg.Logger.Info("sink done waiting", "sink", name)
-	}
-}
-
-type sinkState struct {
-	applied bool
-	set     peer.Set
-	gen     uint64
-}
-
-// deliver is the delivery worker: on each trigger or retry it brings every
-// sink, in order, to the newest published set. It closes done when Once is
-// set and the first set has been applied everywhere.
-func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan<- struct{}) {
-	log := e.cfg.Logger
-	states := make([]sinkState, len(e.cfg.Sinks))
-	retryTimer := time.NewTimer(time.Hour)
-	retryTimer.Stop()
-	defer retryTimer.Stop()
-	var (
-		failures int
-		roleGen  uint64
-		role     string
-	)
-	for {
-		select {
-		case <-trigger:
-		case <-retryTimer.C:
-		case <-ctx.Done():
-			return
-		}
-		e.mu.Lock()
-		t := e.target
-		e.mu.Unlock()
-		if t.gen == 0 {
-			continue
-		}
-		err := func() error {
-			var failed []error
-			if e.cfg.Role != nil && roleGen != t.gen {
-				r, err := e.cfg.Role(ctx, t.set, e.cfg.Membership.Self)
-				if err != nil {
-					return fmt.Errorf("bootstrap role: %w", err)
-				}
-				role, roleGen = r, t.gen
-			}
-			for i, s := range e.cfg.Sinks {
-				st := &states[i]
-				if st.applied && st.gen == t.gen {
-					continue
-				}
-				added, removed := peer.Diff(st.set, t.set)
-				d := sink.Delivery{
-					Set: t.set, Self: e.cfg.Membership.Self, Generation: t.gen, First: !st.applied,
-					Added: added, Removed: removed, Bootstrap: role,
-				}
-				began := e.cfg.Now()
-				err := s.Sink.Apply(ctx, d)
-				if m := e.cfg.Metrics; m != nil {
-					m.applyDuration.WithLabelValues(s.Name).Observe(e.cfg.Now().Sub(began).Seconds())
-					m.applies.WithLabelValues(s.Name, result(err)).Inc()
-				}
-				if ctx.Err() == nil {
-					e.sinkResult(i, err)
-				}
-				if err != nil {
-					failed = append(failed, fmt.Errorf("sink %s: %w", s.Name, err))
-					if holdsBack(s.Sink) {
-						break
-					}
-					continue // later sinks do not need this one
-				}
-				*st = sinkState{applied: true, set: t.set, gen: t.gen}
-			}
-			return errors.Join(failed...)
-		}()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil && onlyPending(err) {
-			log.Debug("delivery pending, will check again", "generation", t.gen, "retry_in", sink.PendingInterval, "err", err)
-			retryTimer.Reset(sink.PendingInterval)
-			continue
-		}
-		if err != nil {
-			failures++
-			wait := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}.Delay(failures)
-			level := slog.LevelDebug // each sink's change of state is logged by sinkResult
-			if failures == 1 {
-				level = slog.LevelWarn
-			}
-			log.Log(ctx, level, "delivery failed, will retry with the newest set", "generation", t.gen, "attempt", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
-			retryTimer.Reset(wait)
-			continue
-		}
-		if failures > 0 {
-			log.Info("delivery recovered", "generation", t.gen, "attempts", failures+1)
-		}
-		failures = 0
-		retryTimer.Stop()
-		first := false
-		e.mu.Lock()
-		if !e.status.Delivered {
-			e.status.Delivered, first = true, true
-		}
-		e.mu.Unlock()
-		log.Info("peers delivered", "generation", t.gen, "peers", t.set.Len(), "role", role)
-		if first {
-			if m := e.cfg.Metrics; m != nil {
-				m.firstDelivery.Set(e.cfg.Now().Sub(e.start).Seconds())
-			}
-			if e.cfg.Once {
-				close(done)
-				return
-			}
-		}
 	}
 }
 

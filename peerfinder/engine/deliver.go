@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flockd/flock/internal/retry"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
+)
+
+type sinkState struct {
+	applied bool
+	set     peer.Set
+	gen     uint64
+}
+
+// roundOutcome is how a delivery round ended.
+type roundOutcome int
+
+const (
+	delivered roundOutcome = iota // every sink applied the target
+	pending                       // only pending results held it (sink.PendingError)
+	failed                        // a sink or the role failed
+)
+
+// afterRound is the delivery worker's pure decision once a round ended with
+// err (nil: every sink applied it): the outcome, the failed rounds in a row
+// afterwards, and the pause before the next round (0: none until the next
+// trigger). A pending round is re-checked at sink.PendingInterval and
+// counts no failure; a failed one backs off by b.
+func afterRound(err error, failures int, b retry.Backoff) (roundOutcome, int, time.Duration) {
+	switch {
+	case err == nil:
+		return delivered, 0, 0
+	case onlyPending(err):
+		return pending, failures, sink.PendingInterval
+	}
+	return failed, failures + 1, b.Delay(failures + 1)
+}
+
+// deliver is the delivery worker: on each trigger or retry it brings every
+// sink, in order, to the newest published set (applyRound) and decides
+// what next (afterRound). It closes done when Once is set and the first
+// set has been applied everywhere.
+func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan<- struct{}) {
+	log := e.cfg.Logger
+	states := make([]sinkState, len(e.cfg.Sinks))
+	retryTimer := e.cfg.Clock.NewTimer(time.Hour)
+	retryTimer.Stop()
+	defer retryTimer.Stop()
+	b := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}
+	var (
+		failures int
+		roleGen  uint64
+		role     string
+	)
+	for {
+		select {
+		case <-trigger:
+		case <-retryTimer.C():
+		case <-ctx.Done():
+			return
+		}
+		e.mu.Lock()
+		t := e.target
+		e.mu.Unlock()
+		if t.gen == 0 {
+			continue
+		}
+		var err error
+		if e.cfg.Role != nil && roleGen != t.gen {
+			var r string
+			if r, err = e.cfg.Role(ctx, t.set, e.cfg.Membership.Self); err == nil {
+				role, roleGen = r, t.gen
+			} else {
+				err = fmt.Errorf("bootstrap role: %w", err)
+			}
+		}
+		if err == nil {
+			err = e.applyRound(ctx, states, t, role)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		outcome, after, wait := afterRound(err, failures, b)
+		switch outcome {
+		case pending:
+			log.Debug("delivery pending, will check again", "generation", t.gen, "retry_in", wait, "err", err)
+			retryTimer.Reset(wait)
+			continue
+		case failed:
+			level := slog.LevelDebug // each sink's change of state is logged by sinkResult
+			if after == 1 {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "delivery failed, will retry with the newest set", "generation", t.gen, "attempt", after, "retry_in", wait.Round(time.Millisecond), "err", err)
+			failures = after
+			retryTimer.Reset(wait)
+			continue
+		}
+		if failures > 0 {
+			log.Info("delivery recovered", "generation", t.gen, "attempts", failures+1)
+		}
+		failures = 0
+		retryTimer.Stop()
+		if e.delivered(t, role) && e.cfg.Once {
+			close(done)
+			return
+		}
+	}
+}
+
+// applyRound applies t to every sink that has not applied it yet, in order.
+// A failing sink that holds back the later ones ends the round; the
+// others' failures are joined.
+func (e *Engine) applyRound(ctx context.Context, states []sinkState, t target, role string) error {
+	var errs []error
+	for i, s := range e.cfg.Sinks {
+		st := &states[i]
+		if st.applied && st.gen == t.gen {
+			continue
+		}
+		added, removed := peer.Diff(st.set, t.set)
+		d := sink.Delivery{
+			Set: t.set, Self: e.cfg.Membership.Self, Generation: t.gen, First: !st.applied,
+			Added: added, Removed: removed, Bootstrap: role,
+		}
+		began := e.cfg.Now()
+		err := s.Sink.Apply(ctx, d)
+		if m := e.cfg.Metrics; m != nil {
+			m.applyDuration.WithLabelValues(s.Name).Observe(e.cfg.Now().Sub(began).Seconds())
+			m.applies.WithLabelValues(s.Name, result(err)).Inc()
+		}
+		if ctx.Err() == nil {
+			e.sinkResult(i, err)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sink %s: %w", s.Name, err))
+			if holdsBack(s.Sink) {
+				break
+			}
+			continue // later sinks do not need this one
+		}
+		*st = sinkState{applied: true, set: t.set, gen: t.gen}
+	}
+	return errors.Join(errs...)
+}
+
+// delivered records that every sink applied t and reports whether it was
+// the first delivery.
+func (e *Engine) delivered(t target, role string) bool {
+	first := false
+	e.mu.Lock()
+	if !e.status.Delivered {
+		e.status.Delivered, first = true, true
+	}
+	e.mu.Unlock()
+	e.cfg.Logger.Info("peers delivered", "generation", t.gen, "peers", t.set.Len(), "role", role)
+	if first {
+		if m := e.cfg.Metrics; m != nil {
+			m.firstDelivery.Set(e.cfg.Now().Sub(e.start).Seconds())
+		}
+	}
+	return first
+}
