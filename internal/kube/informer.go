@@ -7,69 +7,26 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // syncPoll is how often Run checks whether the initial list is complete.
 const syncPoll = 10 * time.Millisecond
 
-// Informer turns a watched resource into complete peer snapshots. Sources
-// fill it in; Run implements source.Source.Run.
+// Watcher is the informer loop of the Kubernetes API readers, for any
+// snapshot type S: the peer sources (peerfinder/source/kubesource) and
+// -expect=auto's StatefulSet watch share it, and so share its slim
+// objects, coalescing and, through a Reporter's ListerWatcher, failure
+// reporting and metrics.
 //
-// Only slim objects are cached: Transform converts each API object before it
-// enters the store (it must accept an already converted object and return it
-// unchanged). Snapshots are computed from the whole store, never from single
-// events, by Peers, a pure function.
-//
-// Relists (after an apiserver restart, a watch expiry with 410 Gone, or a
-// network failure) replace the store in one step — client-go's AtomicFIFO,
-// on by default since v1.36, applies a relist as one transaction before any
-// handler runs — so a snapshot is either the old complete set or the new
-// complete set, never a mix. While list and watch fail nothing is sent and
-// the consumer keeps the last set.
-type Informer struct {
-	ListerWatcher ListerWatcher
-	ObjectType    runtime.Object
-	Transform     cache.TransformFunc
-	Peers         func(objs []any) []peer.Peer
-	Logger        *slog.Logger
-}
-
-// Run sends the first snapshot once the initial list is complete, then one
-// snapshot per burst of changes that alters the set (see Watcher.Run). It
-// returns nil when ctx ends, after the informer's goroutines have stopped.
-func (in Informer) Run(ctx context.Context, up chan<- []peer.Peer) error {
-	type snapshot struct {
-		peers []peer.Peer
-		set   peer.Set
-	}
-	return Watcher[snapshot]{
-		ListerWatcher: in.ListerWatcher, ObjectType: in.ObjectType, Transform: in.Transform, Logger: in.Logger,
-		Snapshot: func(objs []any) snapshot {
-			ps := in.Peers(objs)
-			return snapshot{ps, peer.NewSet(ps...)}
-		},
-		Equal: func(a, b snapshot) bool { return a.set.Equal(b.set) },
-	}.Run(ctx, func(ctx context.Context, s snapshot) bool {
-		select {
-		case up <- s.peers:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	})
-}
-
-// Watcher is the informer loop behind Informer, for any snapshot type S:
-// the peer sources and -expect=auto's StatefulSet watch share it, and so
-// share its slim objects, coalescing and, through a Reporter's
-// ListerWatcher, failure reporting and metrics.
+// Only slim objects are cached: Transform converts each API object before
+// it enters the store. Relists (after an apiserver restart, a watch expiry
+// with 410 Gone, or a network failure) replace the store in one step —
+// client-go's AtomicFIFO, on by default since v1.36 — so a snapshot is
+// either the old complete state or the new one, never a mix. While list and
+// watch fail nothing is emitted.
 type Watcher[S any] struct {
 	ListerWatcher ListerWatcher
 	ObjectType    runtime.Object
@@ -155,26 +112,4 @@ func (w Watcher[S]) Run(ctx context.Context, emit func(ctx context.Context, s S)
 			return nil
 		}
 	}
-}
-
-// Lookup lists the resource once and returns the peers: a synchronous
-// answer for diagnose mode.
-func (in Informer) Lookup(ctx context.Context) ([]peer.Peer, error) {
-	list, err := in.ListerWatcher.ListWithContext(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, fmt.Errorf("read list: %w", err)
-	}
-	objs := make([]any, 0, len(items))
-	for _, it := range items {
-		o, err := in.Transform(it)
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, o)
-	}
-	return in.Peers(objs), nil
 }

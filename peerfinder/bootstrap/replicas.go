@@ -202,7 +202,6 @@ func sizeOf(name string, objs []any, ordinal int, initMode bool) size {
 
 // Lookup reads, once, the owning StatefulSet's name, spec.replicas and first
 // ordinal, with the same permissions as Run (get pods; list statefulsets).
-// Diagnose mode uses it.
 func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int, err error) {
 	pod, err := r.Client.Pods(r.Namespace).Get(ctx, r.Pod, metav1.GetOptions{})
 	if err != nil {

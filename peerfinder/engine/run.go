@@ -106,6 +106,9 @@ func (e *Engine) run(ctx context.Context, evaluateOnly bool) error {
 	for i, s := range e.cfg.Sources {
 		in.views[i].Source = s.Name
 	}
+	e.mu.Lock()
+	e.status.Views = append([]membership.View(nil), in.views...) // none reported yet
+	e.mu.Unlock()
 	sizes := make(chan int)
 	if e.cfg.Expect != nil {
 		in.opts.ExpectPending = true

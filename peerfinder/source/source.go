@@ -22,8 +22,10 @@ type Source interface {
 }
 
 // Lookuper is an optional capability of a Source: one synchronous lookup of
-// the current snapshot, used by peer-finder's diagnose mode. An error means
-// the source could not tell (the same case in which Run sends nothing).
+// the current snapshot, for tests and tools. An error means the source
+// could not tell (the same case in which Run sends nothing). peer-finder's
+// diagnose mode does not use it: it reads the engine's first evaluation,
+// so it sees what Run sends.
 type Lookuper interface {
 	Lookup(ctx context.Context) ([]peer.Peer, error)
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
+	"github.com/flockd/flock/peerfinder/source/kubesource"
 )
 
 // Verbs are the RBAC verbs the source needs on endpointslices.discovery.k8s.io
@@ -81,7 +82,7 @@ type Config struct {
 // Source is the EndpointSlice source. It implements source.Source and
 // source.Lookuper.
 type Source struct {
-	informer kube.Informer
+	informer kubesource.Informer
 	target   kube.Target
 }
 
@@ -108,7 +109,7 @@ func New(cfg Config) (*Source, error) {
 	opts := cfg.Options
 	return &Source{
 		target: target,
-		informer: kube.Informer{
+		informer: kubesource.Informer{
 			ListerWatcher: kube.NewReporter(target, log).WithMetrics(cfg.Metrics).ListerWatcher(lw, cfg.Client),
 			ObjectType:    &discoveryv1.EndpointSlice{},
 			Transform:     Slim,
@@ -126,7 +127,7 @@ func New(cfg Config) (*Source, error) {
 	}, nil
 }
 
-// Run implements source.Source: see kube.Informer.Run.
+// Run implements source.Source: see kubesource.Informer.Run.
 func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 	return s.informer.Run(ctx, up)
 }

@@ -55,6 +55,7 @@ import (
 	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
+	"github.com/flockd/flock/peerfinder/source/kubesource"
 )
 
 // Options say how pods become peers.
@@ -188,10 +189,10 @@ func (s *Source) backoff() retry.Backoff {
 	return retry.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 }
 
-func (s *Source) informer(selector string) kube.Informer {
+func (s *Source) informer(selector string) kubesource.Informer {
 	lw := kube.SelectedListWatch(s.cfg.Client.Pods(s.cfg.Namespace), selector, "")
 	opts := s.cfg.Options
-	return kube.Informer{
+	return kubesource.Informer{
 		ListerWatcher: s.reporter.ListerWatcher(lw, s.cfg.Client),
 		ObjectType:    &corev1.Pod{},
 		Transform:     Slim,
@@ -208,7 +209,7 @@ func (s *Source) informer(selector string) kube.Informer {
 	}
 }
 
-// Run implements source.Source: see kube.Informer.Run. A selector built
+// Run implements source.Source: see kubesource.Informer.Run. A selector built
 // from the own pod's labels is resolved first; reading the own pod is
 // retried with backoff, and an own pod without the labels is an error.
 func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
