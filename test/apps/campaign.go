@@ -3,6 +3,7 @@ package apps
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -161,9 +162,14 @@ func Manifests(dir string) ([][]byte, error) {
 // Run runs plan for subject in a new namespace and deletes it after.
 func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 	out := Outcome{Subject: subject, Plan: plan}
-	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: fmt.Sprintf("campaign-%s-%d-", subject, plan.Round), Labels: map[string]string{"flockd.io/campaign": subject},
-	}}, metav1.CreateOptions{})
+	var ns *corev1.Namespace
+	// The campaign restarts the API server: setting up retries for a minute.
+	err := retry(ctx, func() (err error) {
+		ns, err = c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			GenerateName: fmt.Sprintf("campaign-%s-%d-", subject, plan.Round), Labels: map[string]string{"flockd.io/campaign": subject},
+		}}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		out.Aborted, out.Detail = true, fmt.Sprintf("create namespace: %v", err)
 		return out
@@ -340,8 +346,11 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 	if err != nil {
 		return err
 	}
-	groups, err := restmapper.GetAPIGroupResources(c.Client.Discovery())
-	if err != nil {
+	var groups []*restmapper.APIGroupResources
+	if err := retry(ctx, func() (err error) {
+		groups, err = restmapper.GetAPIGroupResources(c.Client.Discovery())
+		return err
+	}); err != nil {
 		return err
 	}
 	mapper := restmapper.NewDiscoveryRESTMapper(groups)
@@ -360,7 +369,10 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 			return err
 		}
 		o.SetNamespace(ns)
-		if _, err := dc.Resource(m.Resource).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+		if err := retry(ctx, func() error {
+			_, err := dc.Resource(m.Resource).Namespace(ns).Create(ctx, o, metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			return fmt.Errorf("create %s %s: %w", gvk.Kind, o.GetName(), err)
 		}
 	}
@@ -454,5 +466,20 @@ func ForRealNode(ns string, o *unstructured.Unstructured) {
 		tol, _, _ := unstructured.NestedSlice(spec, "tolerations")
 		spec["tolerations"] = append(tol, map[string]any{"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
 		_ = unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
+	}
+}
+
+// retry runs f until it succeeds, fails with an API status (a real
+// answer), or a minute passed: connection errors while the API server
+// restarts are retried each second.
+func retry(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		var status apierrors.APIStatus
+		if err == nil || errors.As(err, &status) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
 	}
 }
