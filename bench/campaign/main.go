@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -284,10 +285,8 @@ func pair(ds []time.Duration) string {
 func quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := int(q*float64(len(s)) + 0.5)
-	if i >= len(s) {
-		i = len(s) - 1
-	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1 // nearest rank
+	i = max(0, min(i, len(s)-1))
 	return s[i].Round(100 * time.Millisecond)
 }
 
