@@ -26,7 +26,8 @@ import (
 	"github.com/flockd/flock/localcluster"
 )
 
-// ControllerImage is flock-controller's image as "make images" builds it.
+// ControllerImage is flock-controller's image as "make images" builds it, by
+// its alias dev (the same image as the versioned name the manifests use).
 const ControllerImage = "ghcr.io/flockd/flock-controller:dev"
 
 // flockController installs the Flock CRD and runs flock-controller from its

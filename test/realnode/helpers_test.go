@@ -31,7 +31,8 @@ import (
 	"github.com/flockd/flock/localcluster/clustertest"
 )
 
-// Image is peer-finder's image as "make images" builds it.
+// Image is peer-finder's image as "make images" builds it, by its alias
+// dev (the same image as the versioned name the examples use).
 const Image = "ghcr.io/flockd/peer-finder:dev"
 
 // bed is one test's cluster and namespace with the real node required.
