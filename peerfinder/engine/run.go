@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
 )
 
 // Run runs sources, membership and sinks until ctx is done (returning nil),
@@ -36,6 +37,7 @@ type inputs struct {
 type evaluator struct {
 	obs       membership.Observation
 	published peer.Set
+	previewed peer.Set
 	gen       uint64
 	last      membership.Verdict
 }
@@ -46,6 +48,9 @@ type evaluation struct {
 	verdict membership.Verdict
 	// publish is true when set is a new generation (gen) to deliver.
 	publish bool
+	// preview is true when only the expected-names gate holds set and it
+	// differs from the set previewed last: Previewer sinks show it.
+	preview bool
 	gen     uint64
 	// logVerdict is true when the verdict's reason or sizes changed.
 	logVerdict bool
@@ -70,6 +75,9 @@ func step(ev evaluator, in inputs, now time.Time) (evaluator, evaluation) {
 		ev.gen++
 		ev.published = set
 		out.publish, out.gen = true, ev.gen
+	} else if v.Reason == membership.WaitNames && !set.Equal(ev.previewed) {
+		ev.previewed = set
+		out.preview = true
 	}
 	return ev, out
 }
@@ -178,6 +186,9 @@ func (e *Engine) run(ctx context.Context, evaluateOnly bool) error {
 		if evaluateOnly && complete(out.verdict) {
 			return nil
 		}
+		if out.preview && !evaluateOnly {
+			e.preview(ctx, out.set)
+		}
 		if out.publish {
 			select {
 			case trigger <- struct{}{}:
@@ -234,5 +245,19 @@ func (e *Engine) record(in inputs, out evaluation) {
 		m.generation.Set(float64(out.gen))
 		m.verdict.Reset()
 		m.verdict.WithLabelValues(string(out.verdict.Reason)).Set(1)
+	}
+}
+
+// preview shows a set held by the expected-names gate to the Previewer
+// sinks. It runs before the first publish, so no Apply runs meanwhile.
+func (e *Engine) preview(ctx context.Context, set peer.Set) {
+	for _, s := range e.cfg.Sinks {
+		p, ok := s.Sink.(sink.Previewer)
+		if !ok {
+			continue
+		}
+		if err := p.Preview(ctx, sink.Delivery{Set: set, Self: e.cfg.Membership.Self}); err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("preview failed", "sink", s.Name, "err", err)
+		}
 	}
 }

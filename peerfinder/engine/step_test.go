@@ -34,6 +34,7 @@ func TestStep(t *testing.T) {
 		wantPublish bool
 		wantGen     uint64
 		wantLog     bool
+		wantPreview bool
 	}
 	tests := []struct {
 		name  string
@@ -55,8 +56,10 @@ func TestStep(t *testing.T) {
 			{views: view("web-0"), opts: membership.Options{Self: self, StableFor: time.Second}, wantReason: membership.WaitStable, wantLog: true},
 			{views: view("web-0"), opts: membership.Options{Self: self, StableFor: time.Second}, at: time.Second, wantReason: membership.Publish, wantPublish: true, wantGen: 1, wantLog: true},
 		}},
-		{"the names gate holds the first publish only", []call{
-			{views: view("web-0"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.WaitNames, wantLog: true},
+		{"the names gate holds the first publish only, previewing each held set once", []call{
+			{views: view("web-0"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.WaitNames, wantLog: true, wantPreview: true},
+			{views: view("web-0"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.WaitNames},
+			{views: view("web-0", "web-2"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.WaitNames, wantLog: true, wantPreview: true},
 			{views: view("web-0", "web-1"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.Publish, wantPublish: true, wantGen: 1, wantLog: true},
 			{views: view("web-0"), opts: membership.Options{Self: self, Missing: missingWeb1}, wantReason: membership.Publish, wantPublish: true, wantGen: 2, wantLog: true},
 		}},
@@ -67,9 +70,9 @@ func TestStep(t *testing.T) {
 			for i, c := range tt.calls {
 				var out evaluation
 				ev, out = step(ev, inputs{views: c.views, opts: c.opts}, t0.Add(c.at))
-				if out.verdict.Reason != c.wantReason || out.publish != c.wantPublish || out.gen != c.wantGen || out.logVerdict != c.wantLog {
-					t.Fatalf("call %d: reason %s publish %v gen %d log %v; want %s %v %d %v",
-						i, out.verdict.Reason, out.publish, out.gen, out.logVerdict, c.wantReason, c.wantPublish, c.wantGen, c.wantLog)
+				if out.verdict.Reason != c.wantReason || out.publish != c.wantPublish || out.gen != c.wantGen || out.logVerdict != c.wantLog || out.preview != c.wantPreview {
+					t.Fatalf("call %d: reason %s publish %v gen %d log %v preview %v; want %s %v %d %v %v",
+						i, out.verdict.Reason, out.publish, out.gen, out.logVerdict, out.preview, c.wantReason, c.wantPublish, c.wantGen, c.wantLog, c.wantPreview)
 				}
 			}
 		})

@@ -78,6 +78,17 @@ var ErrStopped = errors.New("pipeline stopped")
 // pending result: fixed, with no backoff, since the wait ends by itself.
 const PendingInterval = 250 * time.Millisecond
 
+// Previewer is an optional Sink that shows a set the expected-names gate
+// still holds (every expected name is known, some have no address yet): the
+// hosts file lists the expected names, as comments until their address is
+// known, before the job starts. Preview is called with Generation 0, only
+// before the first Apply and never concurrently with it; an error is logged
+// and the next held set is previewed again. Delivery (hooks, init mode's
+// exit, the -- command) still waits for the gate.
+type Previewer interface {
+	Preview(ctx context.Context, d Delivery) error
+}
+
 // PendingError is an Apply result that means "not yet", not a failure:
 // something outside the peer set that will come by itself is missing (a
 // follower waiting for the shared file's writer). The engine counts no

@@ -180,6 +180,11 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	return nil
 }
 
+// Preview implements sink.Previewer: the held set is written like Apply
+// writes it, so the file lists every expected name (as a comment until its
+// address is known) while delivery waits for all of them.
+func (s *Sink) Preview(ctx context.Context, d sink.Delivery) error { return s.Apply(ctx, d) }
+
 // Run implements sink.Runner: it checks the file every KeepInterval until
 // ctx is done and writes the
 // newest block again when someone else removed or changed it: the kubelet
