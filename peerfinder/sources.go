@@ -13,6 +13,7 @@ import (
 	dnssource "github.com/flockd/flock/peerfinder/source/dns"
 	"github.com/flockd/flock/peerfinder/source/endpointslice"
 	"github.com/flockd/flock/peerfinder/source/pods"
+	"github.com/flockd/flock/peerfinder/source/static"
 )
 
 // routeKlog sends client-go's klog output into the process's slog logger at
@@ -82,6 +83,9 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			if err != nil {
 				return nil, err
 			}
+			out = append(out, engine.NamedSource{Name: name, Source: src})
+		case config.SourceStatic:
+			src := static.Source{File: cfg.Kube.StaticFile, Period: cfg.PollPeriod, Logger: l}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		default:
 			return nil, fmt.Errorf("unknown source %q", name)

@@ -105,6 +105,8 @@ func TestParseUsageErrors(t *testing.T) {
 		{base, "search example.com\nnameserver 10.0.0.1\n", "-domain"},
 		{append(base, "-domain=cluster.local"), "search ns1.svc.cluster.local\n", "-dns-server"},
 		{append(base, "stray"), kubeletResolv, "stray"},
+		{append(base, "-source=static"), kubeletResolv, "-static-file"},
+		{append(base, "-static-file=/tmp/peers"), kubeletResolv, "-static-file"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.args, env(nil, tt.resolv))

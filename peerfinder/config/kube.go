@@ -15,9 +15,10 @@ const (
 	SourceDNS           = "dns"
 	SourceEndpointSlice = "endpointslice"
 	SourcePods          = "pods"
+	SourceStatic        = "static"
 )
 
-var sourceNames = []string{SourceDNS, SourceEndpointSlice, SourcePods}
+var sourceNames = []string{SourceDNS, SourceEndpointSlice, SourcePods, SourceStatic}
 
 // Kube holds the flags of the Kubernetes API sources and bootstrap safety.
 type Kube struct {
@@ -35,6 +36,8 @@ type Kube struct {
 	SelectorFromSelf []string
 	// Events is -events: EventsAuto, EventsOn or EventsOff.
 	Events string
+	// StaticFile is the static source's file of peer FQDNs.
+	StaticFile string
 }
 
 // The values of -events.
@@ -119,10 +122,11 @@ func (c *Config) addKubeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kube.Kubeconfig, "kubeconfig", "", "Kubeconfig `file` for the Kubernetes API when running outside a cluster; default the in-cluster service account.")
 	fs.StringVar(&c.Kube.Master, "master", "", "Kubernetes API server `URL`, overriding the kubeconfig's (e.g. through kubectl proxy).")
 	c.Kube.Sources = []string{SourceDNS}
-	fs.Var((*sourcesFlag)(&c.Kube.Sources), "source", "Where peers come from, comma-separated `names`: dns (SRV records of the service, polled), endpointslice (watch the service's EndpointSlices; RBAC: list,watch endpointslices.discovery.k8s.io), pods (watch pods by -selector or -selector-from-self; RBAC: list,watch pods, plus get with -selector-from-self). Combined, e.g. endpointslice,dns, the peer set is the union by FQDN of the sources' latest answers, first delivered once every source answered; a failing source keeps its last answer.")
+	fs.Var((*sourcesFlag)(&c.Kube.Sources), "source", "Where peers come from, comma-separated `names`: dns (SRV records of the service, polled), endpointslice (watch the service's EndpointSlices; RBAC: list,watch endpointslices.discovery.k8s.io), pods (watch pods by -selector or -selector-from-self; RBAC: list,watch pods, plus get with -selector-from-self), static (the names in -static-file, for dry runs). Combined, e.g. endpointslice,dns, the peer set is the union by FQDN of the sources' latest answers, first delivered once every source answered; a failing source keeps its last answer.")
 	fs.BoolVar(&c.Kube.IncludeNotReady, "include-not-ready", false, "Include members that are not ready yet (never terminating ones) in the endpointslice and pods sources, for bootstrap; works without publishNotReadyAddresses on the service.")
 	fs.StringVar(&c.Kube.Selector, "selector", "", "Label `selector` of the peer pods for -source=pods, e.g. app=zk (evaluated by the API server).")
 	fs.StringVar(&c.Kube.Events, "events", EventsAuto, "Post Kubernetes Events on this pod ($POD_NAME in $POD_NAMESPACE) for the first delivery, the bootstrap role, a failing and recovered hook or file, the bootstrap timeout and forbidden API requests: on, off, or auto (on when another flag uses the Kubernetes API). Needs create,patch on events.events.k8s.io; without it no Event is sent and nothing else changes.")
+	fs.StringVar(&c.Kube.StaticFile, "static-file", "", "For -source=static (dry runs, tests, tools that already know the set): a `file` of peer FQDNs, one per line ('#' comments and blank lines skipped), all ready, read again every -poll-period; a file that cannot be read keeps the last set.")
 	fs.Var((*labelKeysFlag)(&c.Kube.SelectorFromSelf), "selector-from-self", "For -source=pods without -selector: label `keys` (comma-separated, e.g. app or app,role) whose values on this pod ($POD_NAME, else the host name) select the peers.")
 }
 
@@ -144,6 +148,10 @@ func (c *Config) completeKube(env Env) error {
 		return usage(flag, "applies to -source=pods only")
 	case pods && k.Selector == "" && len(k.SelectorFromSelf) == 0:
 		return usage("selector", "-source=pods needs -selector (e.g. app=zk) or -selector-from-self (e.g. app)")
+	case slices.Contains(k.Sources, SourceStatic) && k.StaticFile == "":
+		return usage("static-file", "-source=static needs -static-file")
+	case k.StaticFile != "" && !slices.Contains(k.Sources, SourceStatic):
+		return usage("static-file", "applies to -source=static only")
 	case !slices.Contains([]string{EventsAuto, EventsOn, EventsOff}, k.Events):
 		return usage("events", "want auto, on or off, got %q", k.Events)
 	case k.IncludeNotReady && !k.UsesAPI():
