@@ -130,11 +130,15 @@ func TestSharedFileOneWriter(t *testing.T) {
 	fixture.Scale(t, c.Client, ns, 5)
 	addPods(podsBy(t, c.Client, ns, "app=web", 5))
 	second := holder(t, c, ns, lease, first)
+	// The Lease names the new holder a moment before it has written: wait
+	// for its catch-up write (the old writer may already have written the
+	// newest set before it died, so the file alone does not tell).
+	eventually(t, second+" to catch up with the newest set on taking over", func() (bool, string) {
+		log := procs[second].stderr.String()
+		return strings.Contains(log, "leader: newest set applied on taking over"), "not logged yet"
+	})
 	waitHosts(t, shared, "web", want)
 	checkOneWriter(t, procs, second, []string{first})
-	if !strings.Contains(procs[second].stderr.String(), "leader: newest set applied on taking over") {
-		t.Errorf("%s took over without catching up with the newest set", second)
-	}
 
 	reads, seen, errs := rd.finish()
 	if len(errs) > 0 {
