@@ -242,7 +242,7 @@ func churn(ctx context.Context, c kubernetes.Interface, ns string, n, rounds int
 	for _, f := range live {
 		cpu0[f.Name], _ = cpuTime(f.Cmd.Process.Pid)
 	}
-	ready := watchReady(ctx, c, ns, member)
+	ready := benchkit.PodReadyTimes(ctx, c, ns, member)
 	lat := make(map[string][]time.Duration)
 	start := time.Now()
 	for r := range rounds {
@@ -308,39 +308,6 @@ func setReady(ctx context.Context, c kubernetes.Interface, ns, pod string, ready
 		return fmt.Errorf("set %s ready=%v: %w", pod, ready, err)
 	}
 	return nil
-}
-
-// watchReady reports each time the benchmark's own watch sees pod turn Ready.
-func watchReady(ctx context.Context, c kubernetes.Interface, ns, pod string) <-chan time.Time {
-	out := make(chan time.Time, 16)
-	go func() {
-		was := true
-		for ctx.Err() == nil {
-			w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod})
-			if err != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				now := time.Now()
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok {
-					continue
-				}
-				ready := false
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == corev1.PodReady {
-						ready = cond.Status == corev1.ConditionTrue
-					}
-				}
-				if ready && !was {
-					out <- now
-				}
-				was = ready
-			}
-		}
-	}()
-	return out
 }
 
 type result struct {

@@ -230,34 +230,7 @@ func setReady(ctx context.Context, c kubernetes.Interface, ns string, ready bool
 // watchReady reports when the benchmark sees the member's pod turn Ready
 // and its endpoint turn ready.
 func watchReady(ctx context.Context, c kubernetes.Interface, ns string) (pod, slice <-chan time.Time) {
-	podC, sliceC := make(chan time.Time, 16), make(chan time.Time, 16)
-	go func() {
-		was := true
-		for ctx.Err() == nil {
-			w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + member})
-			if err != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				now := time.Now()
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok {
-					continue
-				}
-				ready := false
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == corev1.PodReady {
-						ready = cond.Status == corev1.ConditionTrue
-					}
-				}
-				if ready && !was {
-					podC <- now
-				}
-				was = ready
-			}
-		}
-	}()
+	sliceC := make(chan time.Time, 16)
 	go func() {
 		was := true
 		for ctx.Err() == nil {
@@ -285,7 +258,7 @@ func watchReady(ctx context.Context, c kubernetes.Interface, ns string) (pod, sl
 			}
 		}
 	}()
-	return podC, sliceC
+	return benchkit.PodReadyTimes(ctx, c, ns, member), sliceC
 }
 
 func drain(c <-chan time.Time) {

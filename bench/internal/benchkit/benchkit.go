@@ -336,3 +336,38 @@ func Forward(upstream string) (stop func(), err error) {
 		wg.Wait()
 	}, nil
 }
+
+// PodReadyTimes reports each time the benchmark's own watch sees pod turn
+// Ready (not on the first event when it already is), watching again after
+// an error until ctx ends.
+func PodReadyTimes(ctx context.Context, c kubernetes.Interface, ns, pod string) <-chan time.Time {
+	out := make(chan time.Time, 16)
+	go func() {
+		was := true
+		for ctx.Err() == nil {
+			w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				now := time.Now()
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				ready := false
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady {
+						ready = cond.Status == corev1.ConditionTrue
+					}
+				}
+				if ready && !was {
+					out <- now
+				}
+				was = ready
+			}
+		}
+	}()
+	return out
+}
