@@ -109,7 +109,11 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error 
 	}
 	ns, err := benchkit.Namespace(ctx, env.Client, "fp")
 	if ns != "" && !keep {
-		defer env.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		defer func() {
+			if err := benchkit.DeleteNamespace(env.Client, ns, 10*time.Minute); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/footprint:", err)
+			}
+		}()
 	}
 	if err != nil {
 		return err
@@ -417,12 +421,9 @@ func createPods(ctx context.Context, c kubernetes.Interface, ns string, n int) e
 	if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := benchkit.KwokNodes(ctx, c)
 	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
-	if len(nodes.Items) == 0 {
-		return errors.New("the cluster has no nodes")
+		return err
 	}
 	next := make(chan int)
 	errs := make(chan error, 1)
@@ -433,7 +434,7 @@ func createPods(ctx context.Context, c kubernetes.Interface, ns string, n int) e
 				name := fmt.Sprintf("%s-%d", service, i)
 				pod := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{"test.flockd.io/ready-delay": "0s"}},
-					Spec: corev1.PodSpec{Hostname: name, Subdomain: service, NodeName: nodes.Items[i%len(nodes.Items)].Name,
+					Spec: corev1.PodSpec{Hostname: name, Subdomain: service, NodeName: nodes[i%len(nodes)],
 						Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}},
 				}
 				if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -91,11 +91,15 @@ func run(rounds int, keep bool) error {
 		defer os.RemoveAll(dir)
 	}
 	ns, err := setup(ctx, client)
+	if ns != "" && !keep {
+		defer func() {
+			if err := benchkit.DeleteNamespace(client, ns, 5*time.Minute); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/latency:", err)
+			}
+		}()
+	}
 	if err != nil {
 		return err
-	}
-	if !keep {
-		defer client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	}
 	fmt.Fprintf(os.Stderr, "namespace %s, work dir %s\n", ns, dir)
 
@@ -202,6 +206,12 @@ func setup(ctx context.Context, c kubernetes.Interface) (string, error) {
 	if err != nil {
 		return ns, err
 	}
+	// Placed by the benchmark, not the scheduler: pods of another run still
+	// terminating would count against the nodes' capacity.
+	nodes, err := benchkit.KwokNodes(ctx, c)
+	if err != nil {
+		return ns, err
+	}
 	labels := map[string]string{"app": service}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: service}, Spec: corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone, Selector: labels, Ports: []corev1.ServicePort{{Name: "peer", Port: 2888}}}}
@@ -213,6 +223,7 @@ func setup(ctx context.Context, c kubernetes.Interface) (string, error) {
 		Replicas: &n, ServiceName: service, PodManagementPolicy: appsv1.ParallelPodManagement,
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeName:   nodes[0],
 			Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}}},
 	}}
 	if _, err := c.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {

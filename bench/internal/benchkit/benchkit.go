@@ -35,6 +35,7 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -73,8 +74,14 @@ func LoadEnv(target string, qps float32) (*Env, error) {
 }
 
 // Namespace creates a namespace named prefix-<random> and waits for its
-// default service account.
+// default service account. It first waits (up to 10 minutes) until no
+// namespace is terminating: an earlier run's terminating pods still count
+// against the kwok nodes' 110-pod capacity, so the scheduler would not place
+// this run's pods.
 func Namespace(ctx context.Context, c kubernetes.Interface, prefix string) (string, error) {
+	if err := waitNoTerminating(ctx, c, 10*time.Minute); err != nil {
+		return "", err
+	}
 	nsObj, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("create namespace: %w", err)
@@ -89,6 +96,85 @@ func Namespace(ctx context.Context, c kubernetes.Interface, prefix string) (stri
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// waitNoTerminating waits until no namespace is terminating.
+func waitNoTerminating(ctx context.Context, c kubernetes.Interface, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	said := ""
+	for {
+		list, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("list namespaces: %w", err)
+		}
+		var terminating []string
+		for _, ns := range list.Items {
+			if ns.Status.Phase == corev1.NamespaceTerminating {
+				terminating = append(terminating, ns.Name)
+			}
+		}
+		if len(terminating) == 0 {
+			return nil
+		}
+		if s := fmt.Sprint(terminating); s != said {
+			fmt.Fprintf(os.Stderr, "waiting for terminating namespaces %s to be gone\n", s)
+			said = s
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespaces %v still terminating after %s", terminating, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// DeleteNamespace deletes namespace ns and waits until it is gone, so that
+// the next benchmark finds the kwok nodes empty. Its pods are deleted with
+// grace period 0 after the namespace (so that no controller recreates
+// them): kwok would otherwise finalize thousands of them one by one, and
+// until then they count against their nodes' capacity.
+func DeleteNamespace(c kubernetes.Interface, ns string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	zero := int64(0)
+	if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the pods of %s: %w", ns, err)
+	}
+	for {
+		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "namespace %s deleted in %s\n", ns, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s not gone after %s (last error: %v)", ns, timeout, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// KwokNodes returns the names of the simulated nodes.
+func KwokNodes(ctx context.Context, c kubernetes.Interface) ([]string, error) {
+	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("the cluster has no kwok nodes (label type=kwok)")
+	}
+	return names, nil
 }
 
 // BuildPeerFinder builds ./cmd/peer-finder into dir as the image ships it
