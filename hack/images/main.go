@@ -36,7 +36,7 @@ func main() {
 	fs.StringVar(&o.DebCache, "deb-cache", filepath.Join(home, ".cache", "flock", "debs"), "cache of Debian packages")
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "creation time and mtime of every file, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	fs.StringVar(&o.Revision, "revision", "", "source commit recorded in the images")
-	apps := fs.Bool("apps", false, "also build the application images (ghcr.io/flockd/apps/*, this machine's architecture) from the local cluster's cached binaries (make cluster-build)")
+	apps := fs.Bool("apps", false, "also build the application images (ghcr.io/flockd/apps/*, this machine's architecture) from the local cluster's cached binaries (make cluster-build) and Debian packages")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}

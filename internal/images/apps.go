@@ -109,13 +109,9 @@ func AppRoot(goarch string, bins map[string][]byte, pkgs map[string]Package) (sy
 	return sortFiles(system), sortFiles(app), nil
 }
 
-// BuildApps writes the application images (EtcdApp, UpstreamApp) as OCI
-// archives named by ArchiveName in o.OutDir.
+// BuildApps writes the application images (EtcdApp, UpstreamApp,
+// RedisApp) as OCI archives named by ArchiveName in o.OutDir.
 func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	if o.Repo == "" || o.Tag == "" || o.Arch == "" || o.OutDir == "" || o.DebCache == "" {
 		return nil, errors.New("apps images: Repo, Tag, Arch, OutDir and DebCache are required")
 	}
@@ -157,26 +153,48 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 		if err != nil {
 			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
 		}
-		img, err := image(o.Options, o.Arch, a.cfg, a.name, pkgs, system, app)
+		arc, err := writeApp(o, a.name, a.cfg, pkgs, system, app)
 		if err != nil {
 			return nil, err
 		}
-		ref := o.Repo + "/" + a.name + ":" + o.Tag
-		idx, err := imagebuild.Index(labels(o.Options, a.name), []v1.Image{img}...)
+		out = append(out, arc)
+	}
+	// The images made of Debian packages only.
+	for _, build := range []func(context.Context, AppOptions) (Archive, error){buildRedis} {
+		arc, err := build(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
+			return nil, err
 		}
-		// Named like flock's own images: the tag and its aliases (make
-		// images: the version and dev; the examples and tests use dev).
-		arc := Archive{Ref: ref, Path: filepath.Join(o.OutDir, ArchiveName(a.name))}
-		for _, t := range o.Aliases {
-			arc.Aliases = append(arc.Aliases, o.Repo+"/"+a.name+":"+t)
-		}
-		if err := imagebuild.WriteArchiveNames(arc.Path, append([]string{ref}, arc.Aliases...), idx, o.Created); err != nil {
-			return nil, fmt.Errorf("apps images: %s: %w", a.name, err)
-		}
-		log.Info("image written", "ref", ref, "aliases", strings.Join(arc.Aliases, ","), "path", arc.Path, "arches", o.Arch)
 		out = append(out, arc)
 	}
 	return out, nil
+}
+
+// writeApp writes one application image of the machine's architecture as
+// an OCI archive named by ArchiveName in o.OutDir, named like flock's own
+// images: the tag and its aliases (make images: the version and dev; the
+// examples and tests use dev).
+func writeApp(o AppOptions, name string, cfg imagebuild.Config, pkgs map[string]Package, layers ...[]imagebuild.File) (Archive, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	img, err := image(o.Options, o.Arch, cfg, name, pkgs, layers...)
+	if err != nil {
+		return Archive{}, err
+	}
+	ref := o.Repo + "/" + name + ":" + o.Tag
+	idx, err := imagebuild.Index(labels(o.Options, name), []v1.Image{img}...)
+	if err != nil {
+		return Archive{}, fmt.Errorf("apps images: %s: %w", name, err)
+	}
+	arc := Archive{Ref: ref, Path: filepath.Join(o.OutDir, ArchiveName(name))}
+	for _, t := range o.Aliases {
+		arc.Aliases = append(arc.Aliases, o.Repo+"/"+name+":"+t)
+	}
+	if err := imagebuild.WriteArchiveNames(arc.Path, append([]string{ref}, arc.Aliases...), idx, o.Created); err != nil {
+		return Archive{}, fmt.Errorf("apps images: %s: %w", name, err)
+	}
+	log.Info("image written", "ref", ref, "aliases", strings.Join(arc.Aliases, ","), "path", arc.Path, "arches", o.Arch)
+	return arc, nil
 }

@@ -17,6 +17,7 @@ import (
 func TestBuildApps(t *testing.T) {
 	cache := t.TempDir()
 	fakeDebs(t, cache)
+	fakeRedisDebs(t, cache)
 	bin := t.TempDir()
 	dynamic, err := os.ReadFile("/usr/bin/getent")
 	if err != nil {
@@ -39,6 +40,7 @@ func TestBuildApps(t *testing.T) {
 	want := map[string][]string{
 		"ghcr.io/flockd/apps/etcd:dev":                 {"/usr/local/bin/etcd", "/usr/local/bin/etcdctl", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/upstream-peer-finder:dev": {"/peer-finder"},
+		"ghcr.io/flockd/apps/redis:dev":                {"/usr/bin/redis-server", "/usr/bin/redis-cli", "/lib/x86_64-linux-gnu/libc.so.6", "/data"},
 	}
 	if len(archives) != len(want) {
 		t.Fatalf("archives %v, want %d", archives, len(want))

@@ -156,20 +156,27 @@ func fakeDebs(t *testing.T, cache string) {
 		}},
 		{"ca-certificates", "20250419~deb12u2", "all", map[string]string{"usr/share/ca-certificates/mozilla/Test.crt": string(pem)}},
 	} {
-		dir := filepath.Join(cache, p.arch)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		root := t.TempDir()
-		ctl := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: t <t@example.com>\nDescription: test\n", p.name, p.version, p.arch)
-		write(t, filepath.Join(root, "DEBIAN", "control"), ctl)
-		for path, content := range p.files {
-			write(t, filepath.Join(root, path), content)
-		}
-		out := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.deb", p.name, strings.ReplaceAll(p.version, ":", "%3a"), p.arch))
-		if b, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", root, out).CombinedOutput(); err != nil {
-			t.Fatalf("dpkg-deb --build: %v\n%s", err, b)
-		}
+		fakeDeb(t, cache, p.name, p.version, p.arch, p.files)
+	}
+}
+
+// fakeDeb writes a real .deb named like Debian's into cache/arch, holding
+// files (relative path: content, or "->target" for a symlink).
+func fakeDeb(t *testing.T, cache, name, version, arch string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(cache, arch)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	ctl := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: t <t@example.com>\nDescription: test\n", name, version, arch)
+	write(t, filepath.Join(root, "DEBIAN", "control"), ctl)
+	for path, content := range files {
+		write(t, filepath.Join(root, path), content)
+	}
+	out := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.deb", name, strings.ReplaceAll(version, ":", "%3a"), arch))
+	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", root, out).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb --build: %v\n%s", err, b)
 	}
 }
 
