@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,11 +130,41 @@ func (b *bed) deletePod(name string, alsoClaim string) {
 	b.waitPod(name, "re-created", 2*time.Minute, func(p *corev1.Pod) bool { return p.UID != old.UID })
 }
 
+// removedStaysOut removes pod's member from etcd by hand, as the sidecar of
+// a remaining member does on scale-down, while pod keeps running, and checks
+// that the member stays out: its etcd stops, its container is not restarted
+// and does not add the member back. Restarted in place it would, and the
+// kubelet can restart a container of a pod being deleted before it sees
+// the deletion: a scaled-away member came back that way (CI, 2026-12-01).
+func (b *bed) removedStaysOut(pod string) {
+	b.t.Helper()
+	if out, err := b.exec("etcd-0", "etcd", "sh", "-c", `id=$(etcdctl member list | awk -F', ' -v n="$1" '$3 == n {print $1}')
+		[ -n "$id" ] && etcdctl member remove "$id"`, "sh", pod); err != nil {
+		b.t.Fatalf("member remove %s: %v\n%s", pod, err, out)
+	}
+	b.waitLog(pod, "etcd", "not rejoining until the pod is re-created", time.Minute)
+	p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "etcd" && c.RestartCount != 0 {
+			b.t.Errorf("%s's etcd container restarted %d times after its removal", pod, c.RestartCount)
+		}
+	}
+	v := apps.ReadEtcd(context.Background(), apps.NewExec(b.Config, b.Client), b.ns, "etcd-0")
+	if slices.Contains(v.Members, pod) || len(v.Members) == 0 {
+		b.t.Errorf("after removing %s, etcd-0 sees members %q (%s)", pod, v.Members, v.Err)
+	}
+}
+
 // TestAppEtcd applies examples/apps/etcd as written and checks, with
 // etcdctl in each pod: three members form one healthy cluster; scaled to 5
-// and back to 3 it stays one cluster whose members are the pods; a deleted
-// member comes back into the same cluster; etcd-0 with its claim deleted
-// (its data lost) rejoins the same cluster instead of forming a new one.
+// and back to 3 it stays one cluster whose members are the pods; a member
+// removed from etcd stays out until its pod is re-created, then rejoins; a
+// deleted member comes back into the same cluster; etcd-0 with its claim
+// deleted (its data lost) rejoins the same cluster instead of forming a new
+// one.
 func TestAppEtcd(t *testing.T) {
 	t.Parallel() // its own namespace; about a minute
 	b := newBed(t)
@@ -141,26 +172,38 @@ func TestAppEtcd(t *testing.T) {
 	start := time.Now()
 	id := b.waitEtcd(3, 4*time.Minute)
 	t.Logf("3 members healthy after %s, cluster id %x", time.Since(start).Round(time.Second), id)
+	step := func(what string) { t.Logf("%s: done at %s", what, time.Since(start).Round(time.Second)) }
 
 	b.scale("etcd", 5)
 	if got := b.waitEtcd(5, 4*time.Minute); got != id {
 		t.Fatalf("scaled to 5: cluster id %x, want %x", got, id)
 	}
+	step("scaled to 5")
 	b.scale("etcd", 3)
 	b.waitPods("app=etcd", 3)
 	if got := b.waitEtcd(3, 3*time.Minute); got != id {
 		t.Fatalf("scaled back to 3: cluster id %x, want %x", got, id)
 	}
+	step("scaled back to 3")
+
+	b.removedStaysOut("etcd-2")
+	b.deletePod("etcd-2", "")
+	if got := b.waitEtcd(3, 3*time.Minute); got != id {
+		t.Fatalf("etcd-2 re-created after its removal: cluster id %x, want %x", got, id)
+	}
+	step("etcd-2 removed, stayed out, re-created")
 
 	b.deletePod("etcd-1", "")
 	if got := b.waitEtcd(3, 3*time.Minute); got != id {
 		t.Fatalf("etcd-1 re-created: cluster id %x, want %x", got, id)
 	}
+	step("etcd-1 re-created")
 
 	b.deletePod("etcd-0", "data-etcd-0")
 	if got := b.waitEtcd(3, 4*time.Minute); got != id {
 		t.Fatalf("etcd-0 re-created without its data: cluster id %x, want %x", got, id)
 	}
+	step("etcd-0 re-created without its data")
 	if log := b.logs("etcd-0", "etcd", false); !strings.Contains(log, "removing it") || !strings.Contains(log, "joining the cluster") {
 		t.Errorf("etcd-0 did not rejoin by remove and add:\n%s", log)
 	}
