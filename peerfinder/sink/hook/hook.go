@@ -167,9 +167,14 @@ func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 		h.log.Debug("hook input unchanged, not run", "hook", name, "generation", d.Generation)
 		return nil
 	}
+	start := time.Now()
 	if err := h.run(ctx, name, argv, h.environ(d), stdin); err != nil {
 		return err
 	}
+	// Said even when the hook prints nothing: which command ran, as parsed
+	// (a quoted -on-start value shows here without its quotes).
+	h.log.Info("hook ran", "hook", name, "command", strings.Join(argv, " "), "generation", d.Generation,
+		"duration", time.Since(start).Round(time.Millisecond))
 	h.last = key
 	return nil
 }

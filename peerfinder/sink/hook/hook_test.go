@@ -502,10 +502,27 @@ func TestApplyZooKeeperQuotedScript(t *testing.T) {
 		if got := string(readFile(t, filepath.Join(dir, "stdin"))); got != want {
 			t.Errorf("%s: stdin = %q, want %q", value, got, want)
 		}
-		recs := logs.records(t)
+		// The log shows the output and that the script ran, by its path
+		// without the quotes (upstream's peer-finder runs nothing and says
+		// nothing).
+		var lines, ran []map[string]any
+		for _, r := range logs.records(t) {
+			switch r["msg"] {
+			case "hook output":
+				lines = append(lines, r)
+			case "hook ran":
+				ran = append(ran, r)
+			default:
+				t.Errorf("%s: record %v", value, r)
+			}
+		}
 		wantArgs := "args:" + strings.Join(argv[1:], " ")
-		if len(recs) != 1 || recs[0]["line"] != wantArgs {
-			t.Errorf("%s: logs %v, want one line %q", value, recs, wantArgs)
+		if len(lines) != 1 || lines[0]["line"] != wantArgs {
+			t.Errorf("%s: output %v, want one line %q", value, lines, wantArgs)
+		}
+		if len(ran) != 1 || ran[0]["hook"] != "on-start" || ran[0]["command"] != strings.Join(argv, " ") ||
+			!strings.HasPrefix(fmt.Sprint(ran[0]["command"]), script) || ran[0]["level"] != "INFO" {
+			t.Errorf("%s: %v, want one INFO record \"hook ran\" of on-start naming %s", value, ran, script)
 		}
 	}
 }
@@ -517,6 +534,9 @@ func TestApplyLogsOutput(t *testing.T) {
 	}
 	var got []string
 	for _, r := range logs.records(t) {
+		if r["msg"] == "hook ran" {
+			continue
+		}
 		if r["msg"] != "hook output" || r["hook"] != "on-change" || r["level"] != "INFO" {
 			t.Errorf("record %v", r)
 		}
@@ -541,7 +561,7 @@ func TestApplyBackgroundProcessHoldingStdout(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 3*time.Second {
 		t.Errorf("Apply waited %s for a background process's output", elapsed)
 	}
-	if recs := logs.records(t); len(recs) != 1 || recs[0]["line"] != "started" {
-		t.Errorf("logs %v, want the hook's line", recs)
+	if recs := logs.records(t); len(recs) != 2 || recs[0]["line"] != "started" || recs[1]["msg"] != "hook ran" {
+		t.Errorf("logs %v, want the hook's line, then that it ran", recs)
 	}
 }
