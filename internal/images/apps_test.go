@@ -18,6 +18,7 @@ func TestBuildApps(t *testing.T) {
 	cache := t.TempDir()
 	fakeDebs(t, cache)
 	fakeRedisDebs(t, cache)
+	fakeZookeeperDebs(t, cache)
 	bin := t.TempDir()
 	dynamic, err := os.ReadFile("/usr/bin/getent")
 	if err != nil {
@@ -40,6 +41,7 @@ func TestBuildApps(t *testing.T) {
 	want := map[string][]string{
 		"ghcr.io/flockd/apps/etcd:dev":                 {"/usr/local/bin/etcd", "/usr/local/bin/etcdctl", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/upstream-peer-finder:dev": {"/peer-finder"},
+		"ghcr.io/flockd/apps/zookeeper:dev":            {"/usr/bin/zkServer.sh", "/usr/share/java/zookeeper.jar", jreHome + "/bin/java", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/redis:dev":                {"/usr/bin/redis-server", "/usr/bin/redis-cli", "/lib/x86_64-linux-gnu/libc.so.6", "/data"},
 	}
 	if len(archives) != len(want) {
