@@ -130,11 +130,15 @@ CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
 campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real node, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/campaign $(CAMPAIGN_FLAGS)
 
-bench-compare: cluster-build ## Every side-by-side comparison, one after the other on one cluster: latency, footprint at 1,000 peers with churn rounds, 5,000 peers (see bench/README.md).
+bench-apiload: cluster-build ## API load of 100 endpointslice finders on one service (steady, rolling restart) from the apiserver's metrics, beside upstream's DNS load on CoreDNS; APILOAD_FLAGS e.g. -finders=50 -steady=10m (root for the DNS part; see bench/README.md).
+	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/apiload $(APILOAD_FLAGS)
+
+bench-compare: cluster-build ## Every side-by-side comparison, one after the other on one cluster: latency, footprint at 1,000 peers with churn rounds, 5,000 peers, API load (about 35 minutes; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- bash -c 'set -e; uptime; \
-		echo "== latency (pod ready -> hook)"; $(GO) run ./bench/latency; \
-		echo "== footprint and churn, 1,000 peers"; $(GO) run ./bench/footprint -idle=60s -rounds=10; \
-		echo "== scale, 5,000 peers"; $(GO) run ./bench/footprint -pods=5000 -idle=30s -rounds=10; uptime'
+		echo "== latency (pod ready -> hook)"; $(GO) run ./bench/latency; uptime; \
+		echo "== footprint and churn, 1,000 peers"; $(GO) run ./bench/footprint -idle=60s -rounds=10; uptime; \
+		echo "== scale, 5,000 peers"; $(GO) run ./bench/footprint -pods=5000 -idle=30s -rounds=10; uptime; \
+		echo "== API load, 100 finders on one service"; $(GO) run ./bench/apiload -steady=10m; uptime'
 
 # The packages whose rules matter; a mutant is run against its own package's unit tests.
 MUTATE_PKGS ?= ./peerfinder/membership ./peerfinder/bootstrap ./peerfinder/source/dns ./peerfinder/engine ./peerfinder/sink/hook ./internal/atomicfile ./peerfinder/sink/hostsfile
@@ -188,5 +192,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests api-docs verify controller controller-demo
 
-.PHONY: help build test mutate fuzz campaign images release release-check demo-simulated bench cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

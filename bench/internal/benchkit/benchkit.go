@@ -226,26 +226,37 @@ type Finder struct {
 func Start(dir string, specs []Spec) ([]*Finder, error) {
 	var fs []*Finder
 	for i, s := range specs {
-		f := &Finder{Name: s.Name, Log: filepath.Join(dir, fmt.Sprintf("hook-%d.log", i))}
-		hook := filepath.Join(dir, fmt.Sprintf("hook-%d.sh", i))
-		script := fmt.Sprintf("#!/bin/bash\nt=$EPOCHREALTIME\nn=$(grep -c '')\necho \"$t $n\" >> %q\n", f.Log)
-		if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
-			return fs, fmt.Errorf("write hook: %w", err)
-		}
-		argv := append(slices.Clone(s.Argv), "-on-change="+hook)
-		out, err := os.Create(filepath.Join(dir, fmt.Sprintf("finder-%d.log", i)))
+		f, err := StartOne(dir, i, s)
 		if err != nil {
-			return fs, fmt.Errorf("finder log: %w", err)
-		}
-		f.Cmd = exec.Command(argv[0], argv[1:]...)
-		f.Cmd.Stdout, f.Cmd.Stderr = out, out
-		f.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := f.Cmd.Start(); err != nil {
-			return fs, fmt.Errorf("start %s: %w", s.Name, err)
+			return fs, err
 		}
 		fs = append(fs, f)
 	}
 	return fs, nil
+}
+
+// StartOne starts spec as finder i of dir (see Start). Starting i again
+// (a restarted sidecar) appends to the same hook log and output.
+func StartOne(dir string, i int, s Spec) (*Finder, error) {
+	f := &Finder{Name: s.Name, Log: filepath.Join(dir, fmt.Sprintf("hook-%d.log", i))}
+	hook := filepath.Join(dir, fmt.Sprintf("hook-%d.sh", i))
+	script := fmt.Sprintf("#!/bin/bash\nt=$EPOCHREALTIME\nn=$(grep -c '')\necho \"$t $n\" >> %q\n", f.Log)
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		return nil, fmt.Errorf("write hook: %w", err)
+	}
+	argv := append(slices.Clone(s.Argv), "-on-change="+hook)
+	out, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("finder-%d.log", i)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("finder log: %w", err)
+	}
+	defer out.Close() // the child has its own copy
+	f.Cmd = exec.Command(argv[0], argv[1:]...)
+	f.Cmd.Stdout, f.Cmd.Stderr = out, out
+	f.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := f.Cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.Name, err)
+	}
+	return f, nil
 }
 
 // StopAll stops every finder.
@@ -255,18 +266,24 @@ func StopAll(fs []*Finder) {
 	}
 }
 
-// Stop ends a finder's whole process group (the finder and its hooks).
+// Stop ends a finder's whole process group (the finder and its hooks), or
+// the process alone when it leads no group of its own.
 func Stop(cmd *exec.Cmd) {
 	if cmd.Process == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	kill := func(sig syscall.Signal) {
+		if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+			_ = cmd.Process.Signal(sig)
+		}
+	}
+	kill(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		kill(syscall.SIGKILL)
 		<-done
 	}
 }
