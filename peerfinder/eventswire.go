@@ -4,19 +4,17 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/events"
 )
 
 // startEvents starts posting Events on this pod when -events says so, or
 // returns nil. Diagnose mode never posts.
-func startEvents(ctx context.Context, cfg *config.Config, log *slog.Logger) *events.Recorder {
+func startEvents(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger) *events.Recorder {
 	if !cfg.EventsEnabled() || cfg.Diagnose {
 		return nil
 	}
-	routeKlog.Do(func() { kube.RouteKlog(log) }) // before client-go runs on another goroutine
-	client, err := kube.NewClient(kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master})
+	client, err := kc.Get()
 	if err != nil {
 		log.Warn("no events: cannot build a Kubernetes client", "err", err)
 		return nil

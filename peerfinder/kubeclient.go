@@ -1,6 +1,7 @@
 package peerfinder
 
 import (
+	"log/slog"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,10 +11,11 @@ import (
 )
 
 // kubeClient builds the Kubernetes client on first use, once, so that the
-// API sources, bootstrap safety and diagnose share one client and a
+// API sources, bootstrap safety, Events and diagnose share one client and a
 // DNS-only peer-finder never needs a kubeconfig or service account token.
 type kubeClient struct {
 	opts kube.ClientOptions
+	log  *slog.Logger // client-go's klog output goes here, at debug level
 	once sync.Once
 	c    *kube.Client
 	err  error
@@ -23,15 +25,22 @@ type kubeClient struct {
 }
 
 // newKubeClient returns a lazily built client for cfg's -kubeconfig and
-// -master (in-cluster config when both are empty). build makes one and
-// hands it to every part of the pipeline.
-func newKubeClient(cfg *config.Config) *kubeClient {
-	return &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}}
+// -master (in-cluster config when both are empty). Main makes one and
+// hands it to every part that talks to the API.
+func newKubeClient(cfg *config.Config, log *slog.Logger) *kubeClient {
+	return &kubeClient{opts: kube.ClientOptions{Kubeconfig: cfg.Kube.Kubeconfig, Master: cfg.Kube.Master}, log: log}
 }
 
-// Get returns the client, or the error building it.
+// routeKlog: klog's logger is global, so it is routed once per process.
+var routeKlog sync.Once
+
+// Get returns the client, or the error building it. The first call routes
+// klog to the logger, before client-go runs on another goroutine.
 func (k *kubeClient) Get() (*kube.Client, error) {
-	k.once.Do(func() { k.c, k.err = kube.NewClient(k.opts) })
+	k.once.Do(func() {
+		routeKlog.Do(func() { kube.RouteKlog(k.log) })
+		k.c, k.err = kube.NewClient(k.opts)
+	})
 	return k.c, k.err
 }
 

@@ -69,11 +69,12 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if ev := startEvents(ctx, cfg, log); ev != nil {
+	kc := newKubeClient(cfg, log) // one client for every part that talks to the API
+	if ev := startEvents(ctx, cfg, kc, log); ev != nil {
 		log = slog.New(ev.Handler(log.Handler()))
 		defer ev.Stop() // after the last record, "giving up" included
 	}
-	if err := run(ctx, cfg, log, stdout); err != nil {
+	if err := run(ctx, cfg, kc, log, stdout); err != nil {
 		var ue *config.UsageError
 		switch {
 		case errors.As(err, &ue):
@@ -120,11 +121,10 @@ type pipeline struct {
 	kube     *kubeClient // shared by every part that talks to the API
 }
 
-func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
+func build(cfg *config.Config, kc *kubeClient, log *slog.Logger) (*pipeline, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector())
 
-	kc := newKubeClient(cfg)
 	sources, err := buildSources(cfg, log, reg, kc)
 	if err != nil {
 		return nil, err
@@ -152,8 +152,8 @@ func build(cfg *config.Config, log *slog.Logger) (*pipeline, error) {
 	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks, kube: kc}, nil
 }
 
-func run(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
-	p, err := build(cfg, log)
+func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, stdout io.Writer) error {
+	p, err := build(cfg, kc, log)
 	if err != nil {
 		return err
 	}

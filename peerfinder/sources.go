@@ -3,11 +3,9 @@ package peerfinder
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
 	dnssource "github.com/flockd/flock/peerfinder/source/dns"
@@ -16,17 +14,10 @@ import (
 	"github.com/flockd/flock/peerfinder/source/static"
 )
 
-// routeKlog sends client-go's klog output into the process's slog logger at
-// debug level, once per process (klog's logger is global).
-var routeKlog sync.Once
-
 // buildSources creates the sources the command line asks for, in the order
 // of -source. The engine publishes the union by FQDN of their latest
 // snapshots once every one of them has reported.
 func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) ([]engine.NamedSource, error) {
-	if cfg.Kube.UsesAPI() || cfg.Bootstrap.NeedsAPI() {
-		routeKlog.Do(func() { kube.RouteKlog(log) })
-	}
 	var out []engine.NamedSource
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)

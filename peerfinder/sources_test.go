@@ -44,7 +44,8 @@ func TestBuildInfoMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := build(cfg, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	p, err := build(cfg, newKubeClient(cfg, log), log)
 	if err != nil {
 		t.Fatal(err)
 	}
