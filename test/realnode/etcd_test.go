@@ -172,6 +172,7 @@ func TestAppEtcd(t *testing.T) {
 	start := time.Now()
 	id := b.waitEtcd(3, 4*time.Minute)
 	t.Logf("3 members healthy after %s, cluster id %x", time.Since(start).Round(time.Second), id)
+	b.waitDeliveredEvent("etcd-0")
 	step := func(what string) { t.Logf("%s: done at %s", what, time.Since(start).Round(time.Second)) }
 
 	b.scale("etcd", 5)

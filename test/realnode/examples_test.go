@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/peerfinder/events"
 )
 
 // forRealNode is the only change the tests make to an example: its pods
@@ -87,6 +88,7 @@ func TestExampleBatchJob(t *testing.T) {
 	b := newBed(t)
 	b.apply(repoFile(t, "examples/hostsfile/batch-job.yaml"), b.forRealNode)
 	pods := b.waitRunning("app=train", "trainer", 4)
+	b.waitDeliveredEvent(pods[0].Name)
 	ips := map[string]string{}
 	for _, p := range pods {
 		role, idx := p.Labels["role"], p.Annotations["batch.kubernetes.io/job-completion-index"]
@@ -113,6 +115,27 @@ func TestExamplePid1(t *testing.T) {
 	for _, pod := range []string{"cache-0", "cache-1", "cache-2"} {
 		b.waitLog(pod, "cache", "reload: 3 peers", 3*time.Minute)
 	}
+	b.waitDeliveredEvent("cache-0")
 	b.scale("cache", 4)
 	b.waitLog("cache-0", "cache", "reload: 4 peers", 2*time.Minute)
+}
+
+// waitDeliveredEvent waits until peer-finder posted its PeersDelivered
+// Event on pod, which the example's RBAC must allow (without it the
+// examples ran with a "cannot post events" warning and no Events).
+func (b *bed) waitDeliveredEvent(pod string) {
+	b.t.Helper()
+	b.WaitFor(b.t, "a PeersDelivered Event from peer-finder on "+pod, time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := b.Client.EventsV1().Events(b.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range l.Items {
+			if e.ReportingController == events.Controller && e.Reason == "PeersDelivered" &&
+				e.Regarding.Kind == "Pod" && e.Regarding.Name == pod {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
