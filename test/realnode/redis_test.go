@@ -1,0 +1,230 @@
+package realnode
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flockd/flock/test/apps"
+)
+
+// waitRedis waits until the n pods of the redis StatefulSet are one primary
+// and n-1 replicas of it, by redis-cli info replication in each pod, and
+// returns the primary. It fails at once on a second primary.
+func (b *bed) waitRedis(n int, timeout time.Duration) string {
+	b.t.Helper()
+	ex := apps.NewExec(b.Config, b.Client)
+	pods := b.podNames("redis", n)
+	deadline := time.Now().Add(timeout)
+	for {
+		v := apps.JudgeRedis(apps.ReadRedisAll(context.Background(), ex, b.ns, pods), pods)
+		if v.Split() {
+			b.dumpRedis(n + 2)
+			b.t.Fatalf("two primaries: %s", v.Detail)
+		}
+		if v.Healthy {
+			return v.Primary()
+		}
+		if time.Now().After(deadline) {
+			b.dumpRedis(n + 2)
+			b.t.Fatalf("no primary with %d replicas within %s: %s", n-1, timeout, v.Detail)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// dumpRedis logs the containers' logs of the first n pods.
+func (b *bed) dumpRedis(n int) {
+	for _, p := range b.podNames("redis", n) {
+		for _, c := range []string{"bootstrap", "redis", "peer-finder"} {
+			for _, prev := range []bool{true, false} {
+				raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p, &corev1.PodLogOptions{Container: c, Previous: prev}).DoRaw(context.Background())
+				if err == nil {
+					b.t.Logf("--- %s/%s (previous %v):\n%s", p, c, prev, raw)
+				}
+			}
+		}
+	}
+}
+
+// redisCLI runs redis-cli -e ARGS in pod's redis container.
+func (b *bed) redisCLI(pod string, args ...string) string {
+	b.t.Helper()
+	out, err := b.exec(pod, "redis", append([]string{"redis-cli", "-e"}, args...)...)
+	if err != nil {
+		b.t.Fatalf("%s: redis-cli %s: %v: %s", pod, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// checkKey fails unless every pod reads value for key.
+func (b *bed) checkKey(pods []string, key, value string) {
+	b.t.Helper()
+	for _, p := range pods {
+		if got := b.redisCLI(p, "get", key); got != value {
+			b.t.Errorf("%s: get %s = %q, want %q (written through the first primary)", p, key, got, value)
+		}
+	}
+}
+
+// TestAppRedis applies examples/apps/redis as written and checks, with
+// redis-cli info replication in each pod: the first member forms and the
+// others are its replicas; scaled to 5 and back to 3 the same primary has
+// exactly the pods as replicas; a deleted replica comes back as a replica
+// of the same primary; the primary's pod deleted comes back as the primary
+// (it has its data); the primary's pod and claim deleted (its data lost),
+// it comes back as a replica of a promoted replica, never a second primary,
+// and a key written at the start is still on every member; that promoted
+// primary scaled away, the remaining member's sidecar promotes it.
+func TestAppRedis(t *testing.T) {
+	t.Parallel() // its own namespace
+	b := newBed(t)
+	b.applyKustomization("examples/apps/redis")
+	start := time.Now()
+	primary := b.waitRedis(3, 4*time.Minute)
+	t.Logf("one primary and 2 replicas after %s: %s", time.Since(start).Round(time.Second), primary)
+	if primary != "redis-0" {
+		t.Errorf("primary %s, want redis-0 (the member told form)", primary)
+	}
+	value := b.ns
+	b.redisCLI(primary, "set", "flock-check", value)
+
+	b.scale("redis", 5)
+	if got := b.waitRedis(5, 4*time.Minute); got != primary {
+		t.Fatalf("scaled to 5: primary %s, want %s", got, primary)
+	}
+	b.scale("redis", 3)
+	b.waitPods("app=redis", 3)
+	if got := b.waitRedis(3, 3*time.Minute); got != primary {
+		t.Fatalf("scaled back to 3: primary %s, want %s", got, primary)
+	}
+
+	b.deletePod("redis-1", "")
+	if got := b.waitRedis(3, 3*time.Minute); got != primary {
+		t.Fatalf("redis-1 re-created: primary %s, want %s", got, primary)
+	}
+
+	b.deletePod(primary, "")
+	if got := b.waitRedis(3, 3*time.Minute); got != primary {
+		t.Fatalf("the primary %s re-created with its data: primary %s, want %s again", primary, got, primary)
+	}
+	if log := b.logs(primary, "redis", false); !strings.Contains(log, "which has its data: the primary again") {
+		t.Errorf("%s did not come back as the primary from its data:\n%s", primary, log)
+	}
+	// Everything written so far is on the replicas before the primary's
+	// data goes.
+	if n := b.redisCLI(primary, "wait", "2", "20000"); n != "2" {
+		t.Fatalf("wait 2 20000 on %s: %s replicas acknowledged", primary, n)
+	}
+
+	b.deletePod(primary, "data-"+primary)
+	got := b.waitRedis(3, 4*time.Minute)
+	if got == primary {
+		t.Fatalf("%s re-created without its data is the primary: it must follow a promoted replica", primary)
+	}
+	if log := b.logs(primary, "redis", false); !strings.Contains(log, "whose data is gone") || !strings.Contains(log, "starting as a replica of "+got) {
+		t.Errorf("%s did not promote a replica and follow it:\n%s", primary, log)
+	}
+	t.Logf("after %s lost its data: primary %s", primary, got)
+	b.checkKey(b.podNames("redis", 3), "flock-check", value)
+
+	// The promoted primary scaled away (scale to 1 removes redis-1 and
+	// redis-2): redis-0's sidecar sees its primary leave the set and
+	// promotes redis-0. Scaled back, the former primary follows it.
+	b.scale("redis", 1)
+	b.waitPods("app=redis", 1)
+	if p := b.waitRedis(1, 2*time.Minute); p != "redis-0" {
+		t.Fatalf("%s scaled away: primary %s, want redis-0", got, p)
+	}
+	if log := b.logs("redis-0", "peer-finder", false); !strings.Contains(log, "left the peer set") || !strings.Contains(log, "promoting") {
+		t.Errorf("redis-0's sidecar did not promote it:\n%s", log)
+	}
+	b.scale("redis", 3)
+	if p := b.waitRedis(3, 4*time.Minute); p != "redis-0" {
+		t.Fatalf("scaled back to 3: primary %s, want redis-0", p)
+	}
+	b.checkKey(b.podNames("redis", 3), "flock-check", value)
+}
+
+// TestAppRedisUpstreamShape applies examples/apps/redis/upstream-shape:
+// Kubernetes' e2e Redis manifest (install + bootstrap init containers with
+// the quoted -on-start, OrderedReady) with flock's peer-finder. It forms
+// one primary, redis-0, with two replicas, and on-start.sh ran in each pod.
+func TestAppRedisUpstreamShape(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	b.applyKustomization("examples/apps/redis/upstream-shape")
+	start := time.Now()
+	primary := b.waitRedis(3, 4*time.Minute)
+	t.Logf("one primary and 2 replicas after %s: %s", time.Since(start).Round(time.Second), primary)
+	if primary != "redis-0" {
+		t.Errorf("primary %s, want redis-0 (the first pod OrderedReady starts)", primary)
+	}
+	for _, p := range b.podNames("redis", 3) {
+		if log := b.logs(p, "bootstrap", false); !strings.Contains(log, "Bootstrap complete") {
+			t.Errorf("%s: on-start.sh did not run:\n%s", p, log)
+		}
+	}
+}
+
+// TestAppRedisUpstreamShapeUpstreamBinary applies the same upstream-shape
+// manifest with upstream's peer-finder in the install image (the only
+// change): upstream execs the quoted -on-start value, "/work-dir/on-start.sh"
+// with its quotes, which is no file, and its bootstrap container exits 1
+// without running on-start.sh (seen on the real node), so redis-0 never
+// starts and, with OrderedReady, no other pod is ever created.
+func TestAppRedisUpstreamShapeUpstreamBinary(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	dir := "examples/apps/redis/upstream-shape"
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(repoFile(t, dir+"/kustomization.yaml"), &k); err != nil {
+		t.Fatal(err)
+	}
+	swapped := 0
+	for _, r := range k.Resources {
+		b.apply(repoFile(t, dir+"/"+r), func(o *unstructured.Unstructured) {
+			b.forRealNode(o)
+			if o.GetKind() != "StatefulSet" {
+				return
+			}
+			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+			for _, c := range inits {
+				if c := c.(map[string]any); c["name"] == "install" {
+					c["image"] = "ghcr.io/flockd/apps/upstream-peer-finder:dev"
+					swapped++
+				}
+			}
+			_ = unstructured.SetNestedSlice(o.Object, inits, "spec", "template", "spec", "initContainers")
+		})
+	}
+	if swapped != 1 {
+		t.Fatalf("swapped %d install images, want 1", swapped)
+	}
+	p := b.waitPod("redis-0", "with its bootstrap failed", 3*time.Minute, func(p *corev1.Pod) bool {
+		s := status(p, "bootstrap")
+		return s != nil && (s.RestartCount > 0 || s.State.Terminated != nil && s.State.Terminated.ExitCode != 0)
+	})
+	boot := b.logs("redis-0", "bootstrap", false)
+	if s := status(p, "bootstrap"); s.State.Terminated == nil && s.LastTerminationState.Terminated == nil {
+		t.Errorf("redis-0's bootstrap: no termination in %+v", s)
+	}
+	if !strings.Contains(boot, `execing: "/work-dir/on-start.sh"`) || strings.Contains(boot, "Bootstrap complete") {
+		t.Errorf("redis-0's bootstrap log: want upstream execing the quoted value and on-start.sh not run:\n%s", boot)
+	}
+	if s := status(p, "redis"); s != nil && (s.State.Running != nil || s.RestartCount > 0) {
+		t.Errorf("redis-0's redis started: %+v", s)
+	}
+	if podReady(p) {
+		t.Errorf("redis-0 is ready without a config")
+	}
+	if _, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "redis-1", metav1.GetOptions{}); err == nil {
+		t.Errorf("redis-1 exists: OrderedReady created it after a redis-0 that never got a config")
+	}
+}
