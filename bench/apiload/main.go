@@ -430,7 +430,7 @@ type window struct {
 	elapsed  time.Duration
 	cpu      float64            // apiserver CPU seconds
 	finders  float64            // requests matched by the finders' FlowSchema
-	byVerb   map[string]float64 // endpointslices requests of every client
+	byVerb   map[string]float64 // endpointslices requests of every client (a WATCH counts when it ends)
 	events   float64            // EndpointSlice watch events sent
 	bytes    float64            // their bytes
 	respB    float64            // response bytes of endpointslices requests (LIST, GET)
@@ -469,7 +469,9 @@ func (m apiMeter) measure(ctx context.Context, name string, f func() error) (win
 	slices := func(l map[string]string) bool { return l["kind"] == "EndpointSlice" || eps(l) }
 	w.events = d("apiserver_watch_events_total", slices)
 	w.bytes = d("apiserver_watch_events_sizes", slices)
-	w.respB = d("apiserver_response_sizes", eps)
+	// A WATCH's response size is recorded when it ends, all its events at
+	// once: only LIST and GET here (watch bytes are the events' sizes).
+	w.respB = d("apiserver_response_sizes", func(l map[string]string) bool { return eps(l) && (l["verb"] == "LIST" || l["verb"] == "GET") })
 	w.watchers = sum(after, "apiserver_longrunning_requests", func(l map[string]string) bool { return eps(l) && l["verb"] == "WATCH" })
 	return w, nil
 }
