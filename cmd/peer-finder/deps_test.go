@@ -32,6 +32,8 @@ var forbidden = map[string]string{
 	"github.com/flockd/flock/localcluster":  "the local cluster",
 	"text/template":                         "its executor's MethodByName keeps every exported method of every type (4 MB): hostsfile evaluates its templates itself",
 	"html/template":                         "as text/template",
+	"k8s.io/api/batch":                      "Jobs' types (and through them scheduling/v1alpha3), 0.7 MB, for one label key: peer spells it",
+	"k8s.io/api/scheduling":                 "as k8s.io/api/batch",
 }
 
 // allowed are exceptions under a forbidden prefix.

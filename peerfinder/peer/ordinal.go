@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 )
 
 // Label keys that carry a member's index, from k8s.io/api.
@@ -16,8 +15,10 @@ const (
 	PodIndexLabel = appsv1.PodIndexLabel
 	// JobCompletionIndexLabel is set by the Job controller on the pods of an
 	// Indexed Job (a label since Kubernetes 1.28; the annotation of the
-	// same name is older).
-	JobCompletionIndexLabel = batchv1.JobCompletionIndexAnnotation
+	// same name is older). Spelled out: k8s.io/api/batch/v1 would link
+	// Jobs' types and scheduling/v1alpha3 (0.7 MB) for this one key;
+	// TestJobCompletionIndexLabel compares it with batchv1's constant.
+	JobCompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
 )
 
 // Ordinal is the one ordinal rule of flock, for a pod whose labels are
