@@ -92,6 +92,7 @@ func TestAppRedis(t *testing.T) {
 	if primary != "redis-0" {
 		t.Errorf("primary %s, want redis-0 (the member told form)", primary)
 	}
+	b.waitDeliveredEvent("redis-0")
 	value := b.ns
 	b.redisCLI(primary, "set", "flock-check", value)
 
