@@ -1,0 +1,79 @@
+package apps
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// zkOut is what ReadZookeeper's command prints for a server in mode with
+// the participants (ordinals) of a configuration of version.
+func zkOut(mode, version string, ordinals ...int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC\nLatency min/avg/max: 0/0.0/0\nZxid: 0x200000003\n")
+	if mode != "" {
+		fmt.Fprintf(&b, "Mode: %s\nNode count: 6\n", mode)
+	} else {
+		b.WriteString("This ZooKeeper instance is not currently serving requests\n")
+	}
+	b.WriteString("---\nclientPort=2181\ndataDir=/data/version-2\nserverId=1\nmembership: \n")
+	for _, o := range ordinals {
+		fmt.Fprintf(&b, "server.%d=zk-%d.zk.ns.svc.cluster.local:2888:3888:participant;0.0.0.0:2181\n", o+1, o)
+	}
+	fmt.Fprintf(&b, "version=%s", version)
+	return b.String()
+}
+
+func TestParseZookeeper(t *testing.T) {
+	v := ParseZookeeper("zk-1", zkOut("follower", "200000003", 2, 0, 1))
+	want := []string{
+		"server.1=zk-0.zk.ns.svc.cluster.local:2888:3888:participant;0.0.0.0:2181",
+		"server.2=zk-1.zk.ns.svc.cluster.local:2888:3888:participant;0.0.0.0:2181",
+		"server.3=zk-2.zk.ns.svc.cluster.local:2888:3888:participant;0.0.0.0:2181",
+	}
+	if v.Mode != "follower" || v.Version != "200000003" || !slices.Equal(v.Servers, want) || v.Err != "" {
+		t.Errorf("got %+v", v)
+	}
+	if v := ParseZookeeper("zk-1", zkOut("", "0")); v.Mode != "" || !strings.Contains(v.Err, "not currently serving") {
+		t.Errorf("not serving: got %+v", v)
+	}
+}
+
+func TestJudgeZookeeper(t *testing.T) {
+	pods := []string{"zk-0", "zk-1", "zk-2"}
+	view := func(pod, mode, version, marker string, ordinals ...int) ZookeeperView {
+		v := ParseZookeeper(pod, zkOut(mode, version, ordinals...))
+		v.Marker = marker
+		return v
+	}
+	healthy := []ZookeeperView{
+		view("zk-0", "follower", "300000002", "m1", 0, 1, 2),
+		view("zk-1", "leader", "300000002", "m1", 0, 1, 2),
+		view("zk-2", "follower", "300000002", "m1", 0, 1, 2),
+	}
+	for _, tc := range []struct {
+		name    string
+		views   []ZookeeperView
+		pods    []string
+		marker  bool
+		healthy bool
+		split   bool
+		detail  string
+	}{
+		{"healthy", healthy, pods, true, true, false, ""},
+		{"healthy without markers", healthy, pods, false, true, false, ""},
+		{"one not serving", []ZookeeperView{healthy[0], healthy[1], view("zk-2", "", "0", "")}, pods, true, false, false, `zk-2: mode ""`},
+		{"two leaders", []ZookeeperView{view("zk-0", "leader", "100000000", "m2", 0), healthy[1], healthy[2]}, pods, true, false, true, "leaders"},
+		{"two markers", []ZookeeperView{healthy[0], healthy[1], view("zk-2", "follower", "300000002", "m2", 0, 1, 2)}, pods, true, false, true, "markers"},
+		{"configs differ", []ZookeeperView{view("zk-0", "follower", "200000001", "m1", 0, 1), healthy[1], healthy[2]}, pods, true, false, false, "2 configurations"},
+		{"participants are not the pods", healthy, []string{"zk-0", "zk-1", "zk-2", "zk-3"}, true, false, false, "participants"},
+		{"an observer", []ZookeeperView{healthy[0], healthy[1], view("zk-2", "observer", "300000002", "m1", 0, 1, 2)}, pods, true, false, false, "observer"},
+		{"marker missing", []ZookeeperView{healthy[0], healthy[1], view("zk-2", "follower", "300000002", "", 0, 1, 2)}, pods, true, false, false, "no marker"},
+	} {
+		v := JudgeZookeeper(tc.views, tc.pods, tc.marker)
+		if v.Healthy != tc.healthy || v.Split() != tc.split || !strings.Contains(v.Detail, tc.detail) {
+			t.Errorf("%s: healthy %v split %v detail %q; want %v %v containing %q", tc.name, v.Healthy, v.Split(), v.Detail, tc.healthy, tc.split, tc.detail)
+		}
+	}
+}
