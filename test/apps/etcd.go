@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,14 +93,18 @@ func ReadEtcd(ctx context.Context, ex Exec, ns, pod string) EtcdView {
 
 // ReadEtcdAll reads every pod's view, in parallel.
 func ReadEtcdAll(ctx context.Context, ex Exec, ns string, pods []string) []EtcdView {
-	views := make([]EtcdView, len(pods))
-	done := make(chan struct{})
+	return eachPod(pods, func(p string) EtcdView { return ReadEtcd(ctx, ex, ns, p) })
+}
+
+// eachPod calls read for every pod at once and returns the results in the
+// order of pods.
+func eachPod[V any](pods []string, read func(pod string) V) []V {
+	views := make([]V, len(pods))
+	var wg sync.WaitGroup
 	for i, p := range pods {
-		go func() { views[i] = ReadEtcd(ctx, ex, ns, p); done <- struct{}{} }()
+		wg.Go(func() { views[i] = read(p) })
 	}
-	for range pods {
-		<-done
-	}
+	wg.Wait()
 	return views
 }
 

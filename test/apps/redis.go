@@ -84,15 +84,7 @@ func ReadRedis(ctx context.Context, ex Exec, ns, pod string) RedisView {
 
 // ReadRedisAll reads every pod's view, in parallel.
 func ReadRedisAll(ctx context.Context, ex Exec, ns string, pods []string) []RedisView {
-	views := make([]RedisView, len(pods))
-	done := make(chan struct{})
-	for i, p := range pods {
-		go func() { views[i] = ReadRedis(ctx, ex, ns, p); done <- struct{}{} }()
-	}
-	for range pods {
-		<-done
-	}
-	return views
+	return eachPod(pods, func(p string) RedisView { return ReadRedis(ctx, ex, ns, p) })
 }
 
 // RedisVerdict is what the views say about the replication.

@@ -88,15 +88,7 @@ func ParseZookeeper(pod, out string) ZookeeperView {
 
 // ReadZookeeperAll reads every pod's view, in parallel.
 func ReadZookeeperAll(ctx context.Context, ex Exec, ns string, pods []string, container, marker string) []ZookeeperView {
-	views := make([]ZookeeperView, len(pods))
-	done := make(chan struct{})
-	for i, p := range pods {
-		go func() { views[i] = ReadZookeeper(ctx, ex, ns, p, container, marker); done <- struct{}{} }()
-	}
-	for range pods {
-		<-done
-	}
-	return views
+	return eachPod(pods, func(p string) ZookeeperView { return ReadZookeeper(ctx, ex, ns, p, container, marker) })
 }
 
 // ZookeeperVerdict is what the views say about the ensemble.
