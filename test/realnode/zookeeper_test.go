@@ -123,6 +123,7 @@ func TestAppZookeeper(t *testing.T) {
 	start := time.Now()
 	step := func(what string) { t.Logf("%s: done at %s", what, time.Since(start).Round(time.Second)) }
 	b.waitZookeeper("zk", apps.ZookeeperContainer, 3, "", 6*time.Minute)
+	b.waitDeliveredEvent("zk-0")
 	marker := b.markZookeeper("zk-0", apps.ZookeeperContainer)
 	b.waitZookeeper("zk", apps.ZookeeperContainer, 3, marker, time.Minute)
 	step("3 members formed one ensemble")
