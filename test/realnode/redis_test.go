@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/test/apps"
@@ -81,7 +82,8 @@ func (b *bed) checkKey(pods []string, key, value string) {
 // (it has its data); the primary's pod and claim deleted (its data lost),
 // it comes back as a replica of a promoted replica, never a second primary,
 // and a key written at the start is still on every member; that promoted
-// primary scaled away, the remaining member's sidecar promotes it.
+// primary scaled away, the remaining member's sidecar promotes it; every
+// pod deleted at once, the same primary comes back.
 func TestAppRedis(t *testing.T) {
 	t.Parallel() // its own namespace
 	b := newBed(t)
@@ -151,6 +153,36 @@ func TestAppRedis(t *testing.T) {
 		t.Fatalf("scaled back to 3: primary %s, want redis-0", p)
 	}
 	b.checkKey(b.podNames("redis", 3), "flock-check", value)
+
+	// Every pod deleted at once, the claims kept: nobody answers at first,
+	// so each member starts as its record says; the same primary.
+	b.deletePods(b.podNames("redis", 3))
+	if p := b.waitRedis(3, 4*time.Minute); p != "redis-0" {
+		t.Fatalf("all pods re-created: primary %s, want redis-0", p)
+	}
+	b.checkKey(b.podNames("redis", 3), "flock-check", value)
+}
+
+// deletePods deletes the pods at once and waits until each was re-created.
+func (b *bed) deletePods(names []string) {
+	b.t.Helper()
+	ctx := context.Background()
+	uids := map[string]types.UID{}
+	for _, n := range names {
+		p, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		uids[n] = p.UID
+	}
+	for _, n := range names {
+		if err := b.Client.CoreV1().Pods(b.ns).Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		b.waitPod(n, "re-created", 2*time.Minute, func(p *corev1.Pod) bool { return p.UID != uids[n] })
+	}
 }
 
 // TestAppRedisUpstreamShape applies examples/apps/redis/upstream-shape:
