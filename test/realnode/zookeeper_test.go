@@ -97,6 +97,15 @@ func zkBrief(s string) string {
 	return strings.Join(out, "\n")
 }
 
+// logZookeeperRSS logs each pod's ZooKeeper JVM's resident memory (pid 1
+// of the zk container): what a member costs with the example's heap.
+func (b *bed) logZookeeperRSS(pods []string) {
+	for _, p := range pods {
+		out, err := b.exec(p, apps.ZookeeperContainer, "sh", "-c", "grep VmRSS /proc/1/status")
+		b.t.Logf("%s: ZooKeeper %s %v", p, strings.Join(strings.Fields(out), " "), err)
+	}
+}
+
 // markZookeeper writes the marker znode through pod and returns its data.
 func (b *bed) markZookeeper(pod, container string) string {
 	b.t.Helper()
@@ -131,6 +140,7 @@ func TestAppZookeeper(t *testing.T) {
 	b.scale("zk", 5)
 	b.waitZookeeper("zk", apps.ZookeeperContainer, 5, marker, 6*time.Minute)
 	step("scaled to 5")
+	b.logZookeeperRSS(b.podNames("zk", 5))
 	b.scale("zk", 3)
 	b.waitPods("app=zk", 3)
 	b.waitZookeeper("zk", apps.ZookeeperContainer, 3, marker, 4*time.Minute)
