@@ -205,14 +205,14 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		pending++
 		go func() {
 			time.Sleep(plan.KillAt)
-			faults <- c.Client.CoreV1().Pods(ns).Delete(ctx, plan.Kill, metav1.DeleteOptions{})
+			faults <- retry(ctx, func() error { return c.Client.CoreV1().Pods(ns).Delete(ctx, plan.Kill, metav1.DeleteOptions{}) })
 		}()
 	}
 	if plan.ScaleAt > 0 {
 		pending++
 		go func() {
 			time.Sleep(plan.ScaleAt)
-			faults <- c.scale(ctx, ns, plan.ScaleTo)
+			faults <- retry(ctx, func() error { return c.scale(ctx, ns, plan.ScaleTo) })
 		}()
 	}
 	want := plan.Replicas
@@ -234,7 +234,10 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 				case err := <-faults:
 					pending--
 					if err != nil && !apierrors.IsNotFound(err) {
-						out.Detail = fmt.Sprintf("fault: %v", err)
+						// The schedule was not applied: the round says
+						// nothing about the subject.
+						out.Aborted, out.Detail = true, fmt.Sprintf("fault not applied: %v", err)
+						return false
 					}
 					continue
 				default:
