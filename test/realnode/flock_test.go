@@ -193,3 +193,63 @@ func TestExampleFlockNodePinned(t *testing.T) {
 		return len(m) == 1, nil
 	})
 }
+
+// TestExampleFlockNetworkStorage runs examples/flock/network-storage.yaml:
+// a Flock in NetworkStorage mode, three Redis members each serving from its
+// own claim of the volumeClaimTemplates (the local cluster's default
+// StorageClass stands for network storage); a member's pod deleted comes
+// back on the same claim with its data. The stand-in for redis:7 is flock's
+// Redis image (Debian's redis-server as its entrypoint), tagged redis:7 in
+// the node's containerd.
+func TestExampleFlockNetworkStorage(t *testing.T) {
+	b := newBed(t)
+	manifest := repoFile(t, "examples/flock/network-storage.yaml")
+	if !bytes.Contains(manifest, []byte("image: redis:7")) {
+		t.Fatal("network-storage.yaml no longer uses redis:7; update the stand-in")
+	}
+	if out, err := exec.Command("ctr", "--address="+b.RealNode.Containerd, "--namespace=k8s.io", "images", "tag", "--force",
+		"ghcr.io/flockd/apps/redis:dev", "docker.io/library/redis:7").CombinedOutput(); err != nil {
+		t.Fatalf("tag the stand-in for redis:7: %v: %s", err, out)
+	}
+	b.flockController()
+	b.apply(manifest, b.forRealNode)
+
+	redis := func(pod string, args ...string) string {
+		out, _ := b.exec(pod, "redis", append([]string{"redis-cli", "-h", "127.0.0.1"}, args...)...)
+		return strings.TrimSpace(out)
+	}
+	pods := []string{"cache-0", "cache-1", "cache-2"}
+	for _, p := range pods {
+		b.WaitFor(t, p+"'s Redis answering", 3*time.Minute, func(context.Context) (bool, error) {
+			return redis(p, "ping") == "PONG", nil
+		})
+		if got := redis(p, "config", "get", "dir"); !strings.HasSuffix(got, "/data") {
+			t.Errorf("%s serves from %q, want /data (the example's args)", p, got)
+		}
+		claim, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Get(context.Background(), "data-"+p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s's claim: %v", p, err)
+		}
+		if claim.Status.Phase != corev1.ClaimBound {
+			t.Errorf("claim data-%s is %s, want Bound", p, claim.Status.Phase)
+		}
+	}
+	if got := redis("cache-1", "set", "member", "cache-1"); got != "OK" {
+		t.Fatalf("set on cache-1: %q", got)
+	}
+	old, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Get(context.Background(), "data-cache-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.deletePod("cache-1", "")
+	b.WaitFor(t, "cache-1's Redis answering again", 3*time.Minute, func(context.Context) (bool, error) {
+		return redis("cache-1", "ping") == "PONG", nil
+	})
+	if got := redis("cache-1", "get", "member"); got != "cache-1" {
+		t.Errorf("cache-1 re-created: get member = %q, want the value written before (its claim's append-only file)", got)
+	}
+	now, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Get(context.Background(), "data-cache-1", metav1.GetOptions{})
+	if err != nil || now.UID != old.UID {
+		t.Errorf("cache-1's claim after the restart: %v (uid %s, want %s)", err, now.GetUID(), old.UID)
+	}
+}
