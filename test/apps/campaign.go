@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,6 +138,8 @@ type Campaign struct {
 	LogDir string
 	// Keep leaves the namespaces of failed rounds.
 	Keep bool
+
+	http http.Client
 }
 
 // Manifests reads the resources of a kustomization directory, in order.
@@ -221,6 +225,19 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 	}
 	ex := NewExec(c.Config, c.Client)
 	seen := map[uint64]bool{}
+	// judge records every cluster id seen in the round: more than one is a
+	// split brain, whichever reader saw it.
+	judge := func(views []EtcdView, pods []string) Verdict {
+		v := JudgeEtcd(views, pods)
+		for _, id := range v.ClusterIDs {
+			seen[id] = true
+		}
+		if len(seen) > 1 && !out.Split {
+			out.Split = true
+			out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(mapsKeys(seen)), v.Detail)
+		}
+		return v
+	}
 	// settle polls until the want pods form one healthy cluster, after every
 	// pending fault happened; false on a split or at the deadline.
 	settle := func(deadline time.Time) bool {
@@ -244,13 +261,13 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 				}
 				break
 			}
-			v := JudgeEtcd(ReadEtcdAll(ctx, ex, ns, pods), pods)
-			for _, id := range v.ClusterIDs {
-				seen[id] = true
+			// Poll over etcd's client API; a healthy poll is confirmed
+			// with etcdctl in every pod, as the application tests judge.
+			v := judge(c.readHTTP(ctx, ns, pods), pods)
+			if v.Healthy && pending == 0 {
+				v = judge(ReadEtcdAll(ctx, ex, ns, pods), pods)
 			}
-			if len(seen) > 1 {
-				out.Split = true
-				out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(mapsKeys(seen)), v.Detail)
+			if out.Split {
 				return false
 			}
 			if v.Healthy && pending == 0 {
@@ -261,7 +278,7 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 				out.Detail = v.Detail
 				return false
 			}
-			time.Sleep(2 * time.Second)
+			time.Sleep(time.Second)
 		}
 	}
 	if !settle(t0.Add(c.Deadline)) {
@@ -282,6 +299,29 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		return
 	}
 	out.Rejoin = time.Since(t1)
+}
+
+// readHTTP reads every pod's etcd over its client API at the pod's IP.
+func (c *Campaign) readHTTP(ctx context.Context, ns string, pods []string) []EtcdView {
+	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	ips := map[string]string{}
+	if err == nil {
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+				ips[p.Name] = p.Status.PodIP
+			}
+		}
+	}
+	return eachPod(pods, func(pod string) EtcdView {
+		ip, ok := ips[pod]
+		switch {
+		case err != nil:
+			return EtcdView{Pod: pod, Err: fmt.Sprintf("list pods: %v", err)}
+		case !ok:
+			return EtcdView{Pod: pod, Err: "no running pod with an IP"}
+		}
+		return ReadEtcdHTTP(ctx, &c.http, pod, net.JoinHostPort(ip, "2379"))
+	})
 }
 
 func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
