@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,7 +48,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("campaign", flag.ContinueOnError)
 	rounds := fs.Int("rounds", 10, "rounds to run (each runs once per subject)")
-	parallel := fs.Int("parallel", 2, "rounds in flight at once (each with every subject)")
+	parallel := fs.Int("parallel", 4, "subject rounds in flight at once (a round of each subject is one)")
 	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
@@ -170,33 +171,33 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	start := time.Now()
+	busy0, total0 := machineCPU()
 	var mu sync.Mutex
 	results := map[string][]apps.Outcome{}
 	aborted := 0
-	next := make(chan int)
+	// Each subject's round is a job of its own, so a fast subject's slot
+	// does not wait for a slow one's; a round's subjects are queued one
+	// after the other and so run at about the same time.
+	type job struct {
+		plan    apps.Plan
+		subject string
+	}
+	next := make(chan job)
 	var workers sync.WaitGroup
 	for range cfg.parallel {
 		workers.Go(func() {
-			for r := range next {
-				plan := apps.NewPlan(cfg.seed, r, cfg.replicas)
-				var wg sync.WaitGroup
-				outs := make([]apps.Outcome, len(cfg.subjects))
-				for i, s := range cfg.subjects {
-					wg.Go(func() { outs[i] = c.Run(ctx, s, plan) })
-				}
-				wg.Wait()
+			for j := range next {
+				o := c.Run(ctx, j.subject, j.plan)
 				mu.Lock()
-				for _, o := range outs {
-					if o.Aborted {
-						fmt.Printf("%-8s %s: aborted, not counted: %s\n", o.Subject, plan, o.Detail)
-						aborted++
-						if ctx.Err() == nil {
-							abort(fmt.Errorf("round %d could not run: %s", r, o.Detail))
-						}
-						continue
+				if o.Aborted {
+					fmt.Printf("%-8s %s: aborted, not counted: %s\n", o.Subject, j.plan, o.Detail)
+					aborted++
+					if ctx.Err() == nil {
+						abort(fmt.Errorf("round %d could not run: %s", j.plan.Round, o.Detail))
 					}
+				} else {
 					results[o.Subject] = append(results[o.Subject], o)
-					fmt.Printf("%-8s %s: %s\n", o.Subject, plan, verdict(o))
+					fmt.Printf("%-8s %s: %s\n", o.Subject, j.plan, verdict(o))
 				}
 				mu.Unlock()
 			}
@@ -209,21 +210,36 @@ func run(ctx context.Context, cfg config) error {
 	ran := 0
 feed:
 	for r := range cfg.rounds {
-		select {
-		case next <- r:
-			ran++
-		case <-ctx.Done():
-			break feed
-		case <-stopFeeding:
-			break feed
+		plan := apps.NewPlan(cfg.seed, r, cfg.replicas)
+		for _, s := range cfg.subjects {
+			select {
+			case next <- job{plan, s}:
+			case <-ctx.Done():
+				break feed
+			case <-stopFeeding:
+				break feed
+			}
 		}
+		ran++
 	}
 	close(next)
 	workers.Wait()
 	close(done)
 	restarts.Wait()
 
-	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, time.Since(start).Round(time.Second), cfg.seed, aborted)
+	elapsed := time.Since(start)
+	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, elapsed.Round(time.Second), cfg.seed, aborted)
+	judged := 0
+	for _, rs := range results {
+		judged += len(rs)
+	}
+	if busy1, total1 := machineCPU(); total1 > total0 && judged > 0 {
+		// The machine's, not only the campaign's: the cluster, the
+		// containers, and anything else that ran meanwhile.
+		busy, cores := busy1-busy0, (total1-total0)/elapsed.Seconds()
+		fmt.Printf("machine CPU: %.0f%% of %.0f cores busy, %.1f core-seconds per judged subject round (%d); %.0f subject rounds per hour\n",
+			100*busy/(total1-total0), cores, busy/float64(judged), judged, float64(judged)/elapsed.Hours())
+	}
 	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
 		fmt.Printf("campaign stopped early: %v\n", cause)
 	}
@@ -328,4 +344,30 @@ func cacheDNS(ctx context.Context, s *localcluster.State) (restore func(), err e
 			slog.Error("restore CoreDNS", "err", err)
 		}
 	}, nil
+}
+
+// machineCPU reads the seconds all CPUs spent busy and in total since boot
+// (/proc/stat); zeros where it cannot be read.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0
+	}
+	var idle float64
+	for i, x := range f[1:] {
+		v, _ := strconv.ParseFloat(x, 64)
+		if i < 8 { // user nice system idle iowait irq softirq steal; guest is in user
+			total += v
+		}
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	const userHZ = 100 // USER_HZ, fixed by the kernel ABI
+	return (total - idle) / userHZ, total / userHZ
 }
