@@ -105,3 +105,25 @@ func TestKwokConfig(t *testing.T) {
 		t.Error("readiness delay not rendered")
 	}
 }
+
+func TestClaimIsExclusive(t *testing.T) {
+	s := &State{StateDir: t.TempDir()}
+	release, ok, err := s.Claim("campaign")
+	if err != nil || !ok {
+		t.Fatalf("first Claim = %v, %v", ok, err)
+	}
+	if _, ok, err := s.Claim("campaign"); err != nil || ok {
+		t.Fatalf("second Claim while held = %v, %v; want not ok", ok, err)
+	}
+	if r, ok, err := s.Claim("other"); err != nil || !ok {
+		t.Fatalf("Claim of another name = %v, %v", ok, err)
+	} else {
+		r()
+	}
+	release()
+	if r, ok, err := s.Claim("campaign"); err != nil || !ok {
+		t.Fatalf("Claim after release = %v, %v", ok, err)
+	} else {
+		r()
+	}
+}

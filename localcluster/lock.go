@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -56,4 +57,13 @@ func sortStrings(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// Claim takes the cluster-wide lock name (a file in the state directory)
+// for as long as the caller holds it, without waiting; ok is false while
+// another process holds it. Tools that change the cluster's own components
+// (a campaign rewrites CoreDNS's Corefile and restarts the API server) claim
+// it so that two of them never undo each other's changes.
+func (s *State) Claim(name string) (release func(), ok bool, err error) {
+	return tryLock(filepath.Join(s.StateDir, name+".lock"), syscall.LOCK_EX)
 }

@@ -108,6 +108,16 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	// The campaign restarts the API server and rewrites CoreDNS's
+	// Corefile: a second campaign on the cluster would undo the first's.
+	release, ok, err := state.Claim("campaign")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("another campaign is running on the cluster in %s", stateDir)
+	}
+	defer release()
 	if state.RealNode == nil {
 		return fmt.Errorf("the local cluster has no real node (%s); the campaign runs real containers", state.RealNodeSkipped)
 	}
@@ -322,13 +332,13 @@ func cacheDNS(ctx context.Context, s *localcluster.State) (restore func(), err e
 	if conf == "" {
 		return nil, fmt.Errorf("no coredns -conf in the cluster's state")
 	}
-	orig, err := os.ReadFile(conf)
+	b, err := os.ReadFile(conf)
 	if err != nil {
 		return nil, err
 	}
-	cached := strings.Replace(strings.Replace(string(orig), "ttl 0", "ttl 30", 1), "    errors\n", "    errors\n    cache 30\n", 1)
-	if cached == string(orig) || !strings.Contains(cached, "cache 30") {
-		return nil, fmt.Errorf("cannot add cache 30 to %s", conf)
+	orig, cached, err := withCache(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", conf, err)
 	}
 	if err := os.WriteFile(conf, []byte(cached), 0o644); err != nil {
 		return nil, err
@@ -337,7 +347,7 @@ func cacheDNS(ctx context.Context, s *localcluster.State) (restore func(), err e
 		return nil, err
 	}
 	return func() {
-		_ = os.WriteFile(conf, orig, 0o644)
+		_ = os.WriteFile(conf, []byte(orig), 0o644)
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := s.Restart(rctx, "coredns"); err != nil {
@@ -370,4 +380,16 @@ func machineCPU() (busy, total float64) {
 	}
 	const userHZ = 100 // USER_HZ, fixed by the kernel ABI
 	return (total - idle) / userHZ, total / userHZ
+}
+
+// withCache returns the cluster's Corefile without and with "cache 30" and
+// TTL 30. A Corefile a stopped campaign left cached is first put back, so
+// the edit never doubles the cache plugin (CoreDNS refuses to start then).
+func withCache(corefile string) (plain, cached string, err error) {
+	plain = strings.Replace(strings.Replace(corefile, "    cache 30\n", "", 1), "ttl 30", "ttl 0", 1)
+	cached = strings.Replace(strings.Replace(plain, "ttl 0", "ttl 30", 1), "    errors\n", "    errors\n    cache 30\n", 1)
+	if strings.Count(cached, "cache 30") != 1 || !strings.Contains(cached, "ttl 30") || strings.Contains(plain, "cache") {
+		return "", "", fmt.Errorf("cannot switch the cache on: want an errors line, ttl 0 and no cache plugin")
+	}
+	return plain, cached, nil
 }
