@@ -3,8 +3,10 @@
 // with flock's peer-finder and Kubernetes' upstream peer-finder side by
 // side: the same manifest and scripts, the same fault schedule, each round
 // of each subject in its own namespace, rounds in parallel. The oracle is
-// etcd itself (etcdctl in every pod, package test/apps): after settling,
-// one cluster id, members equal to the StatefulSet's pods, all healthy.
+// etcd itself (package test/apps): polled over its client API at each
+// pod's IP, and every healthy poll confirmed with etcdctl in every pod; after
+// settling, one cluster id, members equal to the StatefulSet's pods, all
+// healthy.
 // More than one cluster id is a split brain; no healthy cluster within the
 // deadline is a stuck bootstrap.
 //
