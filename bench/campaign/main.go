@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
@@ -280,6 +281,13 @@ feed:
 			bad = true
 		}
 	}
+	if rows := headToHead(results[apps.Flock], results[apps.Upstream]); len(rows) > 0 {
+		fmt.Printf("\n%-13s %7s %11s %32s\n", "policy", "rounds", "flock first", "upstream - flock min/median/max")
+		for _, r := range rows {
+			fmt.Printf("%-13s %7d %11d %32s\n", r.policy, r.rounds, r.flockFirst,
+				fmt.Sprintf("%s / %s / %s", r.diffs[0], quantile(r.diffs, 0.5), r.diffs[len(r.diffs)-1]))
+		}
+	}
 	if bad {
 		return fmt.Errorf("flock had split or stuck rounds: logs in %s", cfg.logDir)
 	}
@@ -394,4 +402,46 @@ func withCache(corefile string) (plain, cached string, err error) {
 		return "", "", fmt.Errorf("cannot switch the cache on: want an errors line, ttl 0 and no cache plugin")
 	}
 	return plain, cached, nil
+}
+
+// row compares flock and upstream on the rounds of one pod management
+// policy that both made healthy.
+type row struct {
+	policy     string
+	rounds     int
+	flockFirst int
+	// diffs are upstream's time to healthy minus flock's, sorted.
+	diffs []time.Duration
+}
+
+// headToHead pairs the two subjects' outcomes of the same round (plan) and
+// compares their times to healthy, per policy.
+func headToHead(flock, upstream []apps.Outcome) []row {
+	up := map[int]apps.Outcome{}
+	for _, o := range upstream {
+		up[o.Plan.Round] = o
+	}
+	by := map[string]*row{}
+	for _, f := range flock {
+		u, ok := up[f.Plan.Round]
+		if !ok || f.Healthy == 0 || u.Healthy == 0 {
+			continue
+		}
+		r := by[f.Plan.Policy]
+		if r == nil {
+			r = &row{policy: f.Plan.Policy}
+			by[f.Plan.Policy] = r
+		}
+		r.rounds++
+		if f.Healthy < u.Healthy {
+			r.flockFirst++
+		}
+		r.diffs = append(r.diffs, (u.Healthy - f.Healthy).Round(100*time.Millisecond))
+	}
+	var rows []row
+	for _, p := range slices.Sorted(maps.Keys(by)) {
+		slices.Sort(by[p].diffs)
+		rows = append(rows, *by[p])
+	}
+	return rows
 }

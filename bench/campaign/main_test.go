@@ -1,8 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flockd/flock/test/apps"
 )
 
 const corefile = `.:5353 {
@@ -34,5 +38,20 @@ func TestWithCacheIsIdempotent(t *testing.T) {
 	}
 	if _, _, err := withCache(strings.Replace(corefile, "    errors\n", "", 1)); err == nil {
 		t.Fatal("withCache of a Corefile without an errors line: no error")
+	}
+}
+
+func TestHeadToHead(t *testing.T) {
+	o := func(round int, policy string, healthy time.Duration) apps.Outcome {
+		return apps.Outcome{Plan: apps.Plan{Round: round, Policy: policy}, Healthy: healthy}
+	}
+	flock := []apps.Outcome{o(0, "Parallel", 50*time.Second), o(1, "OrderedReady", 60*time.Second), o(2, "Parallel", 40*time.Second), o(3, "Parallel", 30*time.Second), o(4, "OrderedReady", 0)}
+	upstream := []apps.Outcome{o(2, "Parallel", 30*time.Second), o(1, "OrderedReady", 90*time.Second), o(0, "Parallel", 70*time.Second), o(4, "OrderedReady", 80*time.Second)}
+	rows := headToHead(flock, upstream)
+	// Round 3 has no upstream outcome and round 4 no healthy flock one:
+	// neither counts.
+	if len(rows) != 2 || rows[0].policy != "OrderedReady" || rows[0].rounds != 1 || rows[0].flockFirst != 1 || !slices.Equal(rows[0].diffs, []time.Duration{30 * time.Second}) ||
+		rows[1].policy != "Parallel" || rows[1].rounds != 2 || rows[1].flockFirst != 1 || !slices.Equal(rows[1].diffs, []time.Duration{-10 * time.Second, 20 * time.Second}) {
+		t.Fatalf("headToHead = %+v", rows)
 	}
 }
