@@ -684,6 +684,12 @@ func freePorts(n int) ([]int, error) {
 // then waits until the API server is ready. Other users of the cluster see the
 // outage, so it is meant for clusters owned by one test.
 func (s *State) Restart(ctx context.Context, component string) error {
+	return s.Outage(ctx, component, 0)
+}
+
+// Outage is Restart with the component down for d before it starts again
+// (a fault: e.g. CoreDNS unreachable for 20 s).
+func (s *State) Outage(ctx context.Context, component string, d time.Duration) error {
 	unlock, err := lockFile(ctx, filepath.Join(s.StateDir, "up.lock"), syscall.LOCK_EX)
 	if err != nil {
 		return err
@@ -696,6 +702,10 @@ func (s *State) Restart(ctx context.Context, component string) error {
 	old := s.Procs[i]
 	if err := old.stop(10 * time.Second); err != nil {
 		return fmt.Errorf("restart %s: %w", component, err)
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
 	}
 	p, err := startProc(s.StateDir, old.Name, old.Args[0], old.Args[1:])
 	if err != nil {

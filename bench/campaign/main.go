@@ -17,7 +17,9 @@
 // healthy, after which it must be healthy again. Across the campaign the
 // API server is restarted every -apiserver-restart-every (rounds in flight
 // see it mid-bootstrap), and CoreDNS runs with "cache 30" (records with TTL
-// 30) as in production unless -dns-cache=false.
+// 30) as in production unless -dns-cache=false; with -dns-outage-every,
+// CoreDNS is also stopped for -dns-outage that often (DNS unreachable:
+// lookups refused).
 //
 // Run it with make campaign (CAMPAIGN_FLAGS=...). It prints one line per
 // round and subject and, at the end, per subject: rounds, split brains,
@@ -57,6 +59,8 @@ func main() {
 	replicas := fs.Int("replicas", 3, "members at the cold start")
 	deadline := fs.Duration("deadline", 4*time.Minute, "time a round has to become healthy (and again after the wipe)")
 	restartEvery := fs.Duration("apiserver-restart-every", 3*time.Minute, "restart kube-apiserver this often during the campaign; 0 never")
+	dnsOutageEvery := fs.Duration("dns-outage-every", 0, "stop CoreDNS this often during the campaign (for -dns-outage each time); 0 never")
+	dnsOutage := fs.Duration("dns-outage", 20*time.Second, "how long each CoreDNS outage lasts")
 	dnsCache := fs.Bool("dns-cache", true, `run CoreDNS with "cache 30" and TTL 30 during the campaign, as in production`)
 	duration := fs.Duration("duration", 0, "start no new round after this long (0: run all -rounds); the rounds run are reported")
 	logDir := fs.String("log-dir", "", "write the containers' logs of failed rounds here (default a temporary directory)")
@@ -70,6 +74,10 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if *dnsOutage < 0 || *dnsOutageEvery < 0 || *restartEvery < 0 {
+		fmt.Fprintln(os.Stderr, "invalid -dns-outage, -dns-outage-every or -apiserver-restart-every: must not be negative")
+		os.Exit(2)
+	}
 	if *rounds < 1 || *parallel < 1 || *replicas < 1 {
 		fmt.Fprintln(os.Stderr, "invalid -rounds, -parallel or -replicas: must be at least 1")
 		os.Exit(2)
@@ -81,7 +89,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsCache, *logDir, *duration}); err != nil {
+	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -97,6 +105,8 @@ type config struct {
 	replicas         int
 	deadline         time.Duration
 	restartEvery     time.Duration
+	dnsOutageEvery   time.Duration
+	dnsOutage        time.Duration
 	dnsCache         bool
 	logDir           string
 	duration         time.Duration
@@ -154,14 +164,19 @@ func run(ctx context.Context, cfg config) error {
 		defer restore()
 	}
 	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
-	fmt.Printf("campaign: %d rounds x %v, %d in parallel, seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s; logs of failed rounds in %s\n",
-		cfg.rounds, cfg.subjects, cfg.parallel, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.logDir)
+	fmt.Printf("campaign: %d rounds x %v, %d in parallel, seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
+		cfg.rounds, cfg.subjects, cfg.parallel, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
 	done := make(chan struct{})
 	var restarts sync.WaitGroup
-	if cfg.restartEvery > 0 {
+	// periodically applies a campaign-wide fault every period until the
+	// campaign ends; a fault that fails stops the campaign.
+	periodically := func(period time.Duration, what string, fault func(context.Context) error) {
+		if period <= 0 {
+			return
+		}
 		restarts.Go(func() {
-			t := time.NewTicker(cfg.restartEvery)
+			t := time.NewTicker(period)
 			defer t.Stop()
 			for {
 				select {
@@ -171,17 +186,23 @@ func run(ctx context.Context, cfg config) error {
 					return
 				case <-t.C:
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-					err := state.Restart(rctx, "kube-apiserver")
+					err := fault(rctx)
 					cancel()
 					if err != nil {
-						abort(fmt.Errorf("restart kube-apiserver: %w", err))
+						abort(fmt.Errorf("%s: %w", what, err))
 						return
 					}
-					fmt.Println("  kube-apiserver restarted")
+					fmt.Printf("  %s\n", what)
 				}
 			}
 		})
 	}
+	periodically(cfg.restartEvery, "kube-apiserver restarted", func(ctx context.Context) error {
+		return state.Restart(ctx, "kube-apiserver")
+	})
+	periodically(cfg.dnsOutageEvery, fmt.Sprintf("CoreDNS down for %s", cfg.dnsOutage), func(ctx context.Context) error {
+		return state.Outage(ctx, "coredns", cfg.dnsOutage)
+	})
 
 	start := time.Now()
 	busy0, total0 := machineCPU()
