@@ -95,7 +95,10 @@ type Creator[T runtime.Object] interface {
 // bench/README.md). Tests may wrap a clientset (fake or real) with package
 // kube/clientset.
 type Client struct {
-	Pods           func(namespace string) Resource[*corev1.Pod, *corev1.PodList]
+	Pods func(namespace string) Resource[*corev1.Pod, *corev1.PodList]
+	// PodPeers lists and watches pods as SlimPods: what the pods source
+	// caches, decoded without whole corev1.Pods.
+	PodPeers       func(namespace string) ListWatchAPI[*SlimPodList]
 	Services       func(namespace string) Resource[*corev1.Service, *corev1.ServiceList]
 	Claims         func(namespace string) Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
 	EndpointSlices func(namespace string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
@@ -119,6 +122,13 @@ var (
 	paramCodec = runtime.NewParameterCodec(scheme)
 )
 
+// slimScheme is the scheme of Client.PodPeers: core/v1's Pod and PodList
+// are SlimPod and SlimPodList there.
+var (
+	slimScheme = runtime.NewScheme()
+	slimCodecs = serializer.NewCodecFactory(slimScheme)
+)
+
 func init() {
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(corev1.AddToScheme(scheme))
@@ -127,6 +137,10 @@ func init() {
 	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(scheme))
 	utilruntime.Must(eventsv1.AddToScheme(scheme))
+
+	slimScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Pod"), &SlimPod{})
+	slimScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("PodList"), &SlimPodList{})
+	metav1.AddToGroupVersion(slimScheme, corev1.SchemeGroupVersion)
 }
 
 // NewClient returns a Client for o.
@@ -145,7 +159,7 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes http client: %w", err)
 	}
-	group := func(gv schema.GroupVersion) (rest.Interface, error) {
+	groupWith := func(gv schema.GroupVersion, scheme *runtime.Scheme, codecs serializer.CodecFactory) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
 		c.GroupVersion = &gv
 		c.APIPath = "/apis"
@@ -159,7 +173,12 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 		}
 		return r, nil
 	}
+	group := func(gv schema.GroupVersion) (rest.Interface, error) { return groupWith(gv, scheme, codecs) }
 	core, err := group(corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	slimCore, err := groupWith(corev1.SchemeGroupVersion, slimScheme, slimCodecs)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +205,9 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	return &Client{
 		Pods: func(ns string) Resource[*corev1.Pod, *corev1.PodList] {
 			return newTyped[corev1.Pod, corev1.PodList](core, "pods", ns)
+		},
+		PodPeers: func(ns string) ListWatchAPI[*SlimPodList] {
+			return newTyped[SlimPod, SlimPodList](slimCore, "pods", ns)
 		},
 		Services: func(ns string) Resource[*corev1.Service, *corev1.ServiceList] {
 			return newTyped[corev1.Service, corev1.ServiceList](core, "services", ns)

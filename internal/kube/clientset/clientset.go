@@ -4,12 +4,18 @@
 package clientset
 
 import (
+	"context"
+	"maps"
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/watchlist"
 
@@ -20,6 +26,9 @@ import (
 func Wrap(c kubernetes.Interface) *kube.Client {
 	return &kube.Client{
 		Pods: func(ns string) kube.Resource[*corev1.Pod, *corev1.PodList] { return c.CoreV1().Pods(ns) },
+		PodPeers: func(ns string) kube.ListWatchAPI[*kube.SlimPodList] {
+			return slimPods{c.CoreV1().Pods(ns)}
+		},
 		Services: func(ns string) kube.Resource[*corev1.Service, *corev1.ServiceList] {
 			return c.CoreV1().Services(ns)
 		},
@@ -43,4 +52,65 @@ func Wrap(c kubernetes.Interface) *kube.Client {
 		},
 		WatchListUnsupported: watchlist.DoesClientNotSupportWatchListSemantics(c),
 	}
+}
+
+// slimPods lists and watches a clientset's pods as kube.SlimPods.
+type slimPods struct {
+	pods kube.ListWatchAPI[*corev1.PodList]
+}
+
+func (s slimPods) List(ctx context.Context, opts metav1.ListOptions) (*kube.SlimPodList, error) {
+	l, err := s.pods.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &kube.SlimPodList{TypeMeta: l.TypeMeta, ListMeta: l.ListMeta, Items: make([]kube.SlimPod, len(l.Items))}
+	for i := range l.Items {
+		out.Items[i] = *SlimPodFrom(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (s slimPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := s.pods.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if p, ok := e.Object.(*corev1.Pod); ok {
+			e.Object = SlimPodFrom(p)
+		}
+		return e, true
+	}), nil
+}
+
+// SlimPodFrom returns the fields of p that a kube.SlimPod holds (decoded
+// from protobuf: see its doc).
+func SlimPodFrom(p *corev1.Pod) *kube.SlimPod {
+	s := &kube.SlimPod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, GenerateName: p.GenerateName, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, Generation: p.Generation,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp.DeepCopy(),
+			Labels: maps.Clone(p.Labels), Annotations: maps.Clone(p.Annotations),
+			OwnerReferences: slices.Clone(p.OwnerReferences),
+		},
+		Spec:   kube.SlimPodSpec{NodeName: p.Spec.NodeName, Hostname: p.Spec.Hostname, Subdomain: p.Spec.Subdomain},
+		Status: kube.SlimPodStatus{Phase: string(p.Status.Phase), PodIP: p.Status.PodIP},
+	}
+	for _, c := range p.Spec.Containers {
+		var sc kube.SlimContainer
+		for _, port := range c.Ports {
+			sc.Ports = append(sc.Ports, kube.SlimContainerPort{Name: port.Name, ContainerPort: port.ContainerPort, Protocol: string(port.Protocol)})
+		}
+		s.Spec.Containers = append(s.Spec.Containers, sc)
+	}
+	for _, c := range p.Status.Conditions {
+		s.Status.Conditions = append(s.Status.Conditions, kube.SlimPodCondition{Type: string(c.Type), Status: string(c.Status)})
+	}
+	for _, ip := range p.Status.PodIPs {
+		s.Status.PodIPs = append(s.Status.PodIPs, kube.SlimPodIP{IP: ip.IP})
+	}
+	return s
 }

@@ -190,11 +190,11 @@ func (s *Source) backoff() retry.Backoff {
 }
 
 func (s *Source) informer(selector string) kubesource.Informer {
-	lw := kube.SelectedListWatch(s.cfg.Client.Pods(s.cfg.Namespace), selector, "")
+	lw := kube.SelectedListWatch(s.cfg.Client.PodPeers(s.cfg.Namespace), selector, "")
 	opts := s.cfg.Options
 	return kubesource.Informer{
 		ListerWatcher: s.reporter.ListerWatcher(lw, s.cfg.Client),
-		ObjectType:    &corev1.Pod{},
+		ObjectType:    &kube.SlimPod{},
 		Transform:     Slim,
 		Peers: func(objs []any) []peer.Peer {
 			ps := make([]*Pod, 0, len(objs))
@@ -251,26 +251,26 @@ type Pod struct {
 	Ports       []peer.Port
 }
 
-// Slim is the informer's transform: *corev1.Pod -> *Pod. A *Pod passes
-// through unchanged.
+// Slim is the informer's transform: *kube.SlimPod (what the client
+// decodes) -> *Pod. A *Pod passes through unchanged.
 func Slim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *Pod:
 		return o, nil
-	case *corev1.Pod:
+	case *kube.SlimPod:
 		return slim(o), nil
 	}
 	return nil, fmt.Errorf("pods transform: unexpected %T", obj)
 }
 
-func slim(p *corev1.Pod) *Pod {
+func slim(p *kube.SlimPod) *Pod {
 	s := &Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: maps.Clone(p.Labels), CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Hostname: p.Spec.Hostname, Subdomain: p.Spec.Subdomain, Node: p.Spec.NodeName,
-		StatefulSet: kube.StatefulSetOf(&p.ObjectMeta), Phase: p.Status.Phase,
+		StatefulSet: kube.StatefulSetOf(&p.ObjectMeta), Phase: corev1.PodPhase(p.Status.Phase),
 	}
 	for _, ip := range p.Status.PodIPs {
 		s.IPs = append(s.IPs, ip.IP)
@@ -279,13 +279,13 @@ func slim(p *corev1.Pod) *Pod {
 		s.IPs = []string{p.Status.PodIP}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			s.Ready = c.Status == corev1.ConditionTrue
+		if c.Type == string(corev1.PodReady) {
+			s.Ready = c.Status == string(corev1.ConditionTrue)
 		}
 	}
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
-			s.Ports = append(s.Ports, peer.Port{Name: port.Name, Port: port.ContainerPort, Protocol: string(port.Protocol)})
+			s.Ports = append(s.Ports, peer.Port{Name: port.Name, Port: port.ContainerPort, Protocol: port.Protocol})
 		}
 	}
 	return s

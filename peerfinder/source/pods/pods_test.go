@@ -68,7 +68,7 @@ func slims(t *testing.T, ps ...*corev1.Pod) []*Pod {
 	t.Helper()
 	var out []*Pod
 	for _, p := range ps {
-		o, err := Slim(p)
+		o, err := Slim(clientset.SlimPodFrom(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestPeersWithoutService(t *testing.T) {
 	six := pod("api-7d9f-q8z4", "fd00::9", func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::9"}, {IP: "10.0.0.9"}} })
 	indexed := pod("train-0-abcde", "10.0.0.6", sts("train", "0"))
 	var got []string
-	for _, p := range Peers([]*Pod{slim(dual), slim(six), slim(indexed)}, noSvc) {
+	for _, p := range Peers(slims(t, dual, six, indexed), noSvc) {
 		got = append(got, p.FQDN+" "+p.Pod)
 	}
 	want := []string{"10-0-0-5.db.pod.cluster.local api-7d9f-x2b1", "10-0-0-6.db.pod.cluster.local train-0-abcde", "fd00--9.db.pod.cluster.local api-7d9f-q8z4"}
