@@ -52,7 +52,8 @@ type Peer struct {
 	Role string `json:"role,omitempty"`
 	// Ports are the member's ports, sorted by name then number.
 	Ports []Port `json:"ports,omitempty"`
-	// Labels are the pod's labels when the source has them.
+	// Labels are the pod's labels when the source has them. The map may be
+	// shared (with a source's cache, other sets): it is read-only.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 

@@ -263,3 +263,25 @@ func TestPeersWithoutService(t *testing.T) {
 		t.Errorf("New without a service: %v", err)
 	}
 }
+
+// TestLabelsAreNotCopied: the transform takes the decoded pod's labels and
+// a peer shares its cached pod's (read-only) map, so 1,000 pods cost one
+// label map each, not three.
+func TestLabelsAreNotCopied(t *testing.T) {
+	wire := clientset.SlimPodFrom(pod("web-0", "10.0.0.1"))
+	o, err := Slim(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := o.(*Pod)
+	pr, ok := PeerOf(cached, opts)
+	if !ok {
+		t.Fatal("web-0 is not a peer")
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	if len(pr.Labels) == 0 || !same(cached.Labels, wire.Labels) || !same(pr.Labels, cached.Labels) {
+		t.Errorf("labels copied: decoded %p, cached %p, peer %p", wire.Labels, cached.Labels, pr.Labels)
+	}
+}
