@@ -110,6 +110,17 @@ func (s *State) deadProc() error {
 	return nil
 }
 
+// Exited names the started processes that are no longer running.
+func (s *State) Exited() []string {
+	var out []string
+	for _, p := range s.Procs {
+		if !p.alive() {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
 // tail returns the last n lines of a file, for error messages.
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
