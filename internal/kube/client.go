@@ -96,9 +96,9 @@ type Creator[T runtime.Object] interface {
 // kube/clientset.
 type Client struct {
 	Pods func(namespace string) Resource[*corev1.Pod, *corev1.PodList]
-	// PodPeers lists and watches pods as SlimPods: what the pods source
-	// caches, decoded without whole corev1.Pods.
-	PodPeers       func(namespace string) ListWatchAPI[*SlimPodList]
+	// SlimPods reads pods as SlimPods, decoded without whole corev1.Pods:
+	// what the pods source caches and the events recorder reads.
+	SlimPods       func(namespace string) SlimPodClient
 	Services       func(namespace string) Resource[*corev1.Service, *corev1.ServiceList]
 	Claims         func(namespace string) Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
 	EndpointSlices func(namespace string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
@@ -122,7 +122,7 @@ var (
 	paramCodec = runtime.NewParameterCodec(scheme)
 )
 
-// slimScheme is the scheme of Client.PodPeers: core/v1's Pod and PodList
+// slimScheme is the scheme of Client.SlimPods: core/v1's Pod and PodList
 // are SlimPod and SlimPodList there.
 var (
 	slimScheme = runtime.NewScheme()
@@ -159,8 +159,10 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes http client: %w", err)
 	}
-	groupWith := func(gv schema.GroupVersion, scheme *runtime.Scheme, codecs serializer.CodecFactory) (rest.Interface, error) {
+	// contentType "" lets the typed clients ask for protobuf.
+	groupWith := func(gv schema.GroupVersion, scheme *runtime.Scheme, codecs serializer.CodecFactory, contentType string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
+		c.ContentType = contentType
 		c.GroupVersion = &gv
 		c.APIPath = "/apis"
 		if gv.Group == "" {
@@ -173,12 +175,12 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 		}
 		return r, nil
 	}
-	group := func(gv schema.GroupVersion) (rest.Interface, error) { return groupWith(gv, scheme, codecs) }
+	group := func(gv schema.GroupVersion) (rest.Interface, error) { return groupWith(gv, scheme, codecs, "") }
 	core, err := group(corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
 	}
-	slimCore, err := groupWith(corev1.SchemeGroupVersion, slimScheme, slimCodecs)
+	slimCore, err := groupWith(corev1.SchemeGroupVersion, slimScheme, slimCodecs, "")
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +200,12 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := group(eventsv1.SchemeGroupVersion)
+	// Events in JSON: encoded and decoded by reflection, which every
+	// source runs anyway, not by the generated protobuf code of events/v1
+	// and core/v1's ObjectReference and EventSource (each first touch of
+	// that code maps 64 KiB of the binary; see bench/README.md). A few
+	// Events per process, so the speed does not matter.
+	evs, err := groupWith(eventsv1.SchemeGroupVersion, scheme, codecs, runtime.ContentTypeJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +213,7 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 		Pods: func(ns string) Resource[*corev1.Pod, *corev1.PodList] {
 			return newTyped[corev1.Pod, corev1.PodList](core, "pods", ns)
 		},
-		PodPeers: func(ns string) ListWatchAPI[*SlimPodList] {
+		SlimPods: func(ns string) SlimPodClient {
 			return newTyped[SlimPod, SlimPodList](slimCore, "pods", ns)
 		},
 		Services: func(ns string) Resource[*corev1.Service, *corev1.ServiceList] {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,8 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// SlimPod is the part of a pod that the pods source reads, decoded straight
-// from the API server's answer (Client.PodPeers): the protobuf decoder
+// SlimPodClient gets, lists and watches pods as SlimPods.
+type SlimPodClient interface {
+	ListWatchAPI[*SlimPodList]
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*SlimPod, error)
+}
+
+// SlimPod is the part of a pod that peer-finder reads, decoded straight
+// from the API server's answer (Client.SlimPods): the protobuf decoder
 // below skips every other field, so listing 1,000 pods allocates little
 // more than what is kept, and runs none of k8s.io/api/core/v1's generated
 // Unmarshal code (spread over 1.7 MB of the binary, each first touch

@@ -76,7 +76,7 @@ func richPod(name string) *corev1.Pod {
 
 // TestSlimPodDecodesWhatClientsetConverts: a pod and a pod list encoded as
 // the API server encodes them (protobuf with its envelope, and JSON) decode
-// through the PodPeers client's codecs into the SlimPods that
+// through the SlimPods client's codecs into the SlimPods that
 // clientset.SlimPodFrom converts the same pods to: every kept field is
 // read from its own protobuf field number, every other one skipped.
 func TestSlimPodDecodesWhatClientsetConverts(t *testing.T) {

@@ -94,7 +94,7 @@ func (r *Recorder) run(ctx context.Context) {
 	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.namespace, Name: r.pod, UID: types.UID(r.uid)}
 	if r.uid == "" {
 		getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		p, err := r.client.Pods(r.namespace).Get(getCtx, r.pod, metav1.GetOptions{})
+		p, err := r.client.SlimPods(r.namespace).Get(getCtx, r.pod, metav1.GetOptions{})
 		cancel()
 		if err == nil {
 			ref.UID = p.UID

@@ -26,7 +26,7 @@ import (
 func Wrap(c kubernetes.Interface) *kube.Client {
 	return &kube.Client{
 		Pods: func(ns string) kube.Resource[*corev1.Pod, *corev1.PodList] { return c.CoreV1().Pods(ns) },
-		PodPeers: func(ns string) kube.ListWatchAPI[*kube.SlimPodList] {
+		SlimPods: func(ns string) kube.SlimPodClient {
 			return slimPods{c.CoreV1().Pods(ns)}
 		},
 		Services: func(ns string) kube.Resource[*corev1.Service, *corev1.ServiceList] {
@@ -54,9 +54,17 @@ func Wrap(c kubernetes.Interface) *kube.Client {
 	}
 }
 
-// slimPods lists and watches a clientset's pods as kube.SlimPods.
+// slimPods reads a clientset's pods as kube.SlimPods.
 type slimPods struct {
-	pods kube.ListWatchAPI[*corev1.PodList]
+	pods kube.Resource[*corev1.Pod, *corev1.PodList]
+}
+
+func (s slimPods) Get(ctx context.Context, name string, opts metav1.GetOptions) (*kube.SlimPod, error) {
+	p, err := s.pods.Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return SlimPodFrom(p), nil
 }
 
 func (s slimPods) List(ctx context.Context, opts metav1.ListOptions) (*kube.SlimPodList, error) {

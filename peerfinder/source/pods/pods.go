@@ -189,7 +189,7 @@ func (s *Source) backoff() retry.Backoff {
 }
 
 func (s *Source) informer(selector string) kubesource.Informer {
-	lw := kube.SelectedListWatch(s.cfg.Client.PodPeers(s.cfg.Namespace), selector, "")
+	lw := kube.SelectedListWatch(s.cfg.Client.SlimPods(s.cfg.Namespace), selector, "")
 	opts := s.cfg.Options
 	return kubesource.Informer{
 		ListerWatcher: s.reporter.ListerWatcher(lw, s.cfg.Client),
