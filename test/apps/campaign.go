@@ -337,14 +337,23 @@ func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
 // wipe deletes a pod's claim and the pod, so it comes back with an empty
 // volume, and waits until the StatefulSet re-created the pod.
 func (c *Campaign) wipe(ctx context.Context, ns, pod, claim string) error {
-	old, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-	if err != nil {
+	// Each call is retried through the campaign's API server restarts; a
+	// delete retried after it was done finds nothing to delete.
+	var old *corev1.Pod
+	if err := retry(ctx, func() (err error) {
+		old, err = c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("wipe: %w", err)
 	}
-	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
+	if err := retry(ctx, func() error {
+		return c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim, metav1.DeleteOptions{})
+	}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("wipe: %w", err)
 	}
-	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+	if err := retry(ctx, func() error {
+		return c.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+	}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
