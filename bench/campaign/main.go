@@ -167,88 +167,12 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("campaign: %d rounds x %v, %d in parallel, seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
 		cfg.rounds, cfg.subjects, cfg.parallel, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
-	done := make(chan struct{})
-	var restarts sync.WaitGroup
-	// stateMu serializes the campaign's changes to the cluster's processes.
-	var stateMu sync.Mutex
-	// revive restarts the control plane's schedulers and controllers that
-	// exited, as the supervisor of a real control plane would (the kubelet
-	// of static pods, systemd): kube-scheduler exits on purpose when its
-	// cache sees a pod on another node than it assumed, which an API server
-	// restart can cause under load. Any other exited process is an error.
-	revive := func(ctx context.Context) error {
-		for _, name := range state.Exited() {
-			if name != "kube-scheduler" && name != "kube-controller-manager" {
-				return fmt.Errorf("%s exited (see %s)", name, state.LogFile(name))
-			}
-			if err := state.Restart(ctx, name); err != nil {
-				return err
-			}
-			fmt.Printf("  %s had exited (see %s); restarted\n", name, state.LogFile(name))
-		}
-		return nil
-	}
-	restarts.Go(func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				stateMu.Lock()
-				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				err := revive(rctx)
-				cancel()
-				stateMu.Unlock()
-				if err != nil {
-					abort(err)
-					return
-				}
-			}
-		}
-	})
-	// periodically applies a campaign-wide fault every period until the
-	// campaign ends; a fault that fails stops the campaign.
-	periodically := func(period time.Duration, what string, fault func(context.Context) error) {
-		if period <= 0 {
-			return
-		}
-		restarts.Go(func() {
-			t := time.NewTicker(period)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					stateMu.Lock()
-					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-					err := fault(rctx)
-					if err != nil && len(state.Exited()) > 0 {
-						// The fault was applied; a component it made exit
-						// is revived, and the cluster is ready after it.
-						err = revive(rctx)
-					}
-					cancel()
-					stateMu.Unlock()
-					if err != nil {
-						abort(fmt.Errorf("%s: %w", what, err))
-						return
-					}
-					fmt.Printf("  %s\n", what)
-				}
-			}
-		})
-	}
-	periodically(cfg.restartEvery, "kube-apiserver restarted", func(ctx context.Context) error {
+	faults := &clusterFaults{state: state, abort: abort, done: make(chan struct{})}
+	faults.every(ctx, 2*time.Second, faults.revive)
+	faults.periodically(ctx, cfg.restartEvery, "kube-apiserver restarted", func(ctx context.Context) error {
 		return state.Restart(ctx, "kube-apiserver")
 	})
-	periodically(cfg.dnsOutageEvery, fmt.Sprintf("CoreDNS down for %s", cfg.dnsOutage), func(ctx context.Context) error {
+	faults.periodically(ctx, cfg.dnsOutageEvery, fmt.Sprintf("CoreDNS down for %s", cfg.dnsOutage), func(ctx context.Context) error {
 		return state.Outage(ctx, "coredns", cfg.dnsOutage)
 	})
 
@@ -306,8 +230,7 @@ feed:
 	}
 	close(next)
 	workers.Wait()
-	close(done)
-	restarts.Wait()
+	faults.stop()
 
 	elapsed := time.Since(start)
 	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, elapsed.Round(time.Second), cfg.seed, aborted)

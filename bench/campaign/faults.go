@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flockd/flock/localcluster"
+)
+
+// clusterFaults applies the campaign-wide faults to the local cluster's own
+// processes, one change at a time, and keeps its control plane running.
+type clusterFaults struct {
+	state *localcluster.State
+	// abort stops the campaign with a cause.
+	abort func(error)
+	done  chan struct{}
+
+	mu sync.Mutex // serializes changes to the cluster's processes
+	wg sync.WaitGroup
+}
+
+// revive restarts kube-scheduler and kube-controller-manager when they
+// exited, as the supervisor of a real control plane would (the kubelet of
+// static pods, systemd): kube-scheduler exits on purpose when its cache sees
+// a pod on another node than it assumed, which an API server restart can
+// cause under load. Any other exited process is an error.
+func (f *clusterFaults) revive(ctx context.Context) error {
+	for _, name := range f.state.Exited() {
+		if name != "kube-scheduler" && name != "kube-controller-manager" {
+			return fmt.Errorf("%s exited (see %s)", name, f.state.LogFile(name))
+		}
+		if err := f.state.Restart(ctx, name); err != nil {
+			return err
+		}
+		fmt.Printf("  %s had exited (see %s); restarted\n", name, f.state.LogFile(name))
+	}
+	return nil
+}
+
+// every runs fn every period until stop, each run alone; an error stops
+// the campaign.
+func (f *clusterFaults) every(ctx context.Context, period time.Duration, fn func(context.Context) error) {
+	f.wg.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f.mu.Lock()
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				err := fn(rctx)
+				cancel()
+				f.mu.Unlock()
+				if err != nil {
+					f.abort(err)
+					return
+				}
+			}
+		}
+	})
+}
+
+// periodically applies fault every period (never when period is 0) and
+// prints what once it is done. A component the fault made exit is revived.
+func (f *clusterFaults) periodically(ctx context.Context, period time.Duration, what string, fault func(context.Context) error) {
+	if period <= 0 {
+		return
+	}
+	f.every(ctx, period, func(ctx context.Context) error {
+		err := fault(ctx)
+		if err != nil && len(f.state.Exited()) > 0 {
+			err = f.revive(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fmt.Printf("  %s\n", what)
+		return nil
+	})
+}
+
+// stop ends the faults and waits for one in progress.
+func (f *clusterFaults) stop() {
+	close(f.done)
+	f.wg.Wait()
+}
