@@ -7,7 +7,6 @@ package apps
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -68,21 +67,10 @@ func ReadEtcd(ctx context.Context, ex Exec, ns, pod string) EtcdView {
 		v.Err = fmt.Sprintf("member list: %v: %s", err, strings.TrimSpace(out))
 		return v
 	}
-	var ml struct {
-		Header struct {
-			ClusterID uint64 `json:"cluster_id"`
-		} `json:"header"`
-		Members []struct{ Name string } `json:"members"`
-	}
-	if err := json.Unmarshal([]byte(out), &ml); err != nil {
-		v.Err = fmt.Sprintf("member list: %v: %s", err, out)
+	if v.ClusterID, v.Members, err = parseMemberList([]byte(out)); err != nil {
+		v.Err = fmt.Sprintf("member list: %v", err)
 		return v
 	}
-	v.ClusterID = ml.Header.ClusterID
-	for _, m := range ml.Members {
-		v.Members = append(v.Members, m.Name)
-	}
-	slices.Sort(v.Members)
 	out, err = ex(ctx, ns, pod, EtcdContainer, append(ctl, "endpoint", "health")...)
 	v.Healthy = err == nil && strings.Contains(out, "is healthy")
 	if !v.Healthy {

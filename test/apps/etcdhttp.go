@@ -70,9 +70,10 @@ func call(ctx context.Context, hc *http.Client, method, url, body string) ([]byt
 	return b, nil
 }
 
-// parseMemberList reads the gateway's answer to member list: the cluster id
-// (a uint64, which the gateway's JSON writes as a string) and the sorted
-// member names ("" for a member added but not started).
+// parseMemberList reads a member list in JSON, etcdctl's (-w json) or the
+// gateway's: the cluster id (a uint64, which the gateway writes as a string
+// and etcdctl as a number) and the sorted member names ("" for a member
+// added but not started).
 func parseMemberList(b []byte) (uint64, []string, error) {
 	var ml struct {
 		Header struct {
