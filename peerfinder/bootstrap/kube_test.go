@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +62,26 @@ func TestLeaseClaimFillsEmptyLease(t *testing.T) {
 	got, err := l.Claim(ctx, Record{Pod: "db-0", UID: "u0"}, "")
 	if err != nil || former(got) != (formed{Pod: "db-0", UID: "u0"}) {
 		t.Fatalf("Claim() = %v, %v", got, err)
+	}
+}
+
+func TestLeaseOpenThenClaim(t *testing.T) {
+	ctx := t.Context()
+	l := &Lease{Leases: clientset.Wrap(fake.NewClientset()).Leases, Namespace: "ns", Name: "db-formed"}
+	joiner := []Member{{Pod: "db-1", UID: "u1"}}
+	if err := l.Open(ctx, joiner); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.Read(ctx)
+	if err != nil || rec == nil || rec.Pod != "" || len(rec.Members) != 1 {
+		t.Fatalf("Read() after Open = %+v, %v; want no former and the joiner", rec, err)
+	}
+	if err := l.Open(ctx, joiner); !errors.Is(err, ErrChanged) {
+		t.Fatalf("second Open() = %v, want ErrChanged", err)
+	}
+	// Claim would drop the joiner: it leaves the record to Replace.
+	if got, err := l.Claim(ctx, Record{Pod: "db-0", UID: "u0"}, ""); !errors.Is(err, ErrChanged) {
+		t.Fatalf("Claim() over listed joiners = %v, %v; want ErrChanged", got, err)
 	}
 }
 
@@ -281,5 +302,66 @@ func TestRolerFormerReplacedWithItsClaim(t *testing.T) {
 	replace("u0-newer")
 	if got := role("u0-newer"); got != "join" {
 		t.Fatalf("pod-0 with a new claim while db-1 keeps its data: %q, want join", got)
+	}
+}
+
+// TestRolerJoinerBeforeTheFormer: in a Parallel start a member can be told
+// to join before the first ordinal wrote the record. It must still be in
+// the record's members, or a pod-0 that later loses its data finds every
+// recorded member gone and forms a second cluster (the etcd campaign's
+// round 31 of run 6, with DNS down so the script's own check failed too).
+func TestRolerJoinerBeforeTheFormer(t *testing.T) {
+	ctx := t.Context()
+	claim := func(name, uid string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(uid)}}
+	}
+	pod := func(name, uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(uid)}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}},
+		}}}
+	}
+	c := fake.NewClientset(claim("data-db-0", "c0"), pod("db-0", "u0"), claim("data-db-1", "c1"), pod("db-1", "u1"), claim("data-db-2", "c2"), pod("db-2", "u2"))
+	lease := &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1), member("db-2", 2))
+	role := func(name string) string {
+		t.Helper()
+		r := &Roler{Lease: lease, Data: &Data{Client: clientset.Wrap(c), Namespace: "ns"}, Pod: name}
+		got, err := r.Role(ctx, set, fqdn(name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return got
+	}
+	for _, name := range []string{"db-1", "db-2"} {
+		if got := role(name); got != "join" {
+			t.Fatalf("%s before any record: %q, want join", name, got)
+		}
+	}
+	if got := role("db-0"); got != "form" {
+		t.Fatalf("db-0 after the others: %q, want form", got)
+	}
+	rec, err := lease.Read(ctx)
+	if err != nil || rec == nil {
+		t.Fatalf("record: %+v, %v", rec, err)
+	}
+	var names []string
+	for _, m := range rec.Members {
+		names = append(names, m.Pod)
+	}
+	if slices.Sort(names); rec.UID != "u0" || !slices.Equal(names, []string{"db-0", "db-1", "db-2"}) {
+		t.Errorf("record: formed by %s (uid %s), members %q; want db-0 (u0) and all three", rec.Pod, rec.UID, names)
+	}
+	// pod-0 loses its data: its claim re-created, its pod replaced.
+	for _, o := range []runtime.Object{claim("data-db-0", "c0-new"), pod("db-0", "u0-new")} {
+		gvr := corev1.SchemeGroupVersion.WithResource("pods")
+		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			gvr = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+		}
+		if err := c.Tracker().Update(gvr, o, "ns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := role("db-0"); got != "join" {
+		t.Fatalf("pod-0 with a new claim while db-1 and db-2 keep their data: %q, want join", got)
 	}
 }

@@ -43,7 +43,7 @@ type Lease struct {
 }
 
 // Read returns the record, or nil when the Lease does not exist or names
-// nobody.
+// nobody and lists no member.
 func (l *Lease) Read(ctx context.Context) (*Record, error) {
 	obj, err := l.Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -128,6 +128,11 @@ func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, 
 			return nil, fmt.Errorf("read lease %s/%s: %w", l.Namespace, l.Name, err)
 		}
 		if cur := recordOf(obj); cur != nil {
+			if cur.Pod == "" {
+				// Members told to join are listed: the caller fills the
+				// record keeping them (Replace).
+				return nil, ErrChanged
+			}
 			return cur, nil
 		}
 		obj = obj.DeepCopy()
@@ -143,6 +148,26 @@ func (l *Lease) Claim(ctx context.Context, rec Record, member string) (*Record, 
 		}
 		return &rec, nil
 	}
+}
+
+// Open creates the Lease naming no former, with members: a member told to
+// join before any member formed records its data identity, so that the
+// cluster it joins is known to exist by its data. ErrChanged when the Lease
+// exists by now: read it again and decide again.
+func (l *Lease) Open(ctx context.Context, members []Member) error {
+	obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace,
+		Labels: map[string]string{LabelManagedBy: "peer-finder"}}}
+	if err := setMembers(obj, members); err != nil {
+		return err
+	}
+	_, err := l.Leases(l.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return ErrChanged
+	}
+	if err != nil {
+		return fmt.Errorf("create lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return nil
 }
 
 func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) error {
@@ -186,10 +211,16 @@ func setMembers(obj *coordinationv1.Lease, members []Member) error {
 	return nil
 }
 
-// recordOf returns the Lease's record, nil when it names nobody. A member
-// list that cannot be decoded reads as none (an unknown, so never stale).
+// recordOf returns the Lease's record: nil when it names nobody and lists
+// no member, a record without Pod when members told to join wrote it before
+// any member formed. A member list that cannot be decoded reads as none (an
+// unknown, so never stale).
 func recordOf(obj *coordinationv1.Lease) *Record {
 	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity == "" {
+		var ms []Member
+		if s, ok := obj.Annotations[AnnotationMembers]; ok && json.Unmarshal([]byte(s), &ms) == nil && len(ms) > 0 {
+			return &Record{Members: ms, version: obj.ResourceVersion}
+		}
 		return nil
 	}
 	r := &Record{Pod: *obj.Spec.HolderIdentity, UID: obj.Annotations[AnnotationUID], version: obj.ResourceVersion}

@@ -30,9 +30,14 @@
 // A cluster exists while the data of any of its members exists. The record
 // lists each member's data identity (Member): the UIDs of the
 // PersistentVolumeClaims its pod mounts, or, for a pod without claims, the
-// pod's UID. The member that forms writes itself as the only member; every
-// member told to join adds itself (replacing an earlier entry of the same
-// pod name, dropping entries found gone). A member not yet in the list
+// pod's UID. The member that forms writes itself into the record, keeping
+// the members listed before it; every member told to join adds itself
+// (replacing an earlier entry of the same pod name, dropping entries found
+// gone), also before the member that forms wrote the record (members of a
+// Parallel start are told to join as soon as they see the first ordinal):
+// it then writes a record naming no former, which the former fills. Without
+// that, a pod-0 that later lost its data found only itself recorded and
+// formed a second cluster. A member not yet in the list
 // checks the listed ones: when none still exists (every claim deleted or
 // re-created under its name with a new UID, every claim-less pod gone) the
 // record is stale, and the rule runs as if there were none: the first
@@ -106,7 +111,8 @@ const (
 
 // Record is what a cluster record (the Lease) says about formation.
 type Record struct {
-	// Pod and UID identify the pod that formed the cluster.
+	// Pod and UID identify the pod that formed the cluster; both are empty
+	// while no member formed yet and members told to join are listed.
 	Pod, UID string
 	// Members are the data identities of the member that formed and of the
 	// members told to join since; nil in a record written before members
@@ -175,7 +181,9 @@ func Decide(in Input) Decision {
 			d.Detail = fmt.Sprintf("the data of every member in the cluster record (formed by %s) is gone, so that cluster no longer exists; %s", r.Pod, d.Detail)
 			return d
 		}
-		if r := in.Record; r != nil {
+		// A record without Pod lists members told to join before any member
+		// formed: nobody formed yet, so the rule below decides.
+		if r := in.Record; r != nil && r.Pod != "" {
 			switch {
 			case r.UID == "":
 				return Decision{Role: Join, Reason: RecordUnreadable,

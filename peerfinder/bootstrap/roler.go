@@ -183,10 +183,21 @@ func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Deci
 		}
 		return Decision{}, ErrChanged // read what won
 	case d.Claim:
-		if err := r.Lease.Replace(ctx, in.Record, Record{Pod: r.Pod, UID: me.UID, Members: []Member{me}}, self); err != nil {
+		// Over a stale record (every member gone) or one that lists the
+		// members told to join before anyone formed (kept).
+		members, _ := register(in.Record, me, gone)
+		if members == nil {
+			members = []Member{me}
+		}
+		if err := r.Lease.Replace(ctx, in.Record, Record{Pod: r.Pod, UID: me.UID, Members: members}, self); err != nil {
 			return Decision{}, err
 		}
 		return Decision{}, ErrChanged
+	case in.Record == nil && d.Role == Join && me.UID != "":
+		if err := r.Lease.Open(ctx, []Member{me}); err != nil {
+			return Decision{}, err
+		}
+		return Decision{}, ErrChanged // read it back: registered
 	}
 	next, changed := register(in.Record, me, gone)
 	if d.Adopt {
