@@ -95,6 +95,38 @@ func TestRecreatedStatefulSetFollowsItsClaims(t *testing.T) {
 	wantRole(t, c, ns, "web-1", "join")
 }
 
+// TestJoinersFirstThenPodZeroLosesItsData: in a Parallel start the members
+// told to join can decide before pod 0 wrote the record. They must be in it
+// all the same: when pod 0 later loses its claim, their claims show that
+// the cluster exists, and pod 0 joins (it was told form: a second cluster,
+// in the etcd campaign).
+func TestJoinersFirstThenPodZeroLosesItsData(t *testing.T) {
+	c := clustertest.Get(t)
+	ns := c.Namespace(t)
+	opts := fixture.StatefulSetOptions{Claims: []string{"data"}}
+	fixture.HeadlessService(t, c.Client, ns, true)
+	for _, claim := range []string{"data-web-0", "data-web-1", "data-web-2"} {
+		provideVolume(t, c, ns, claim)
+	}
+	fixture.StatefulSet(t, c.Client, ns, 3, opts)
+	for _, pod := range []string{"web-0", "web-1", "web-2"} {
+		fixture.WaitRunningPod(t, c.Client, ns, pod, "")
+	}
+	wantRole(t, c, ns, "web-1", "join")
+	wantRole(t, c, ns, "web-2", "join")
+	wantRole(t, c, ns, "web-0", "form")
+
+	fixture.Scale(t, c.Client, ns, 0)
+	waitNoPods(t, c, ns)
+	deleteClaims(t, c, ns, "data-web-0")
+	provideVolume(t, c, ns, "data-web-0")
+	fixture.Scale(t, c.Client, ns, 3)
+	for _, pod := range []string{"web-0", "web-1", "web-2"} {
+		fixture.WaitRunningPod(t, c.Client, ns, pod, "")
+	}
+	wantRole(t, c, ns, "web-0", "join")
+}
+
 // wantRole runs init-mode peer-finder with -cluster-lease=web-cluster as pod
 // and checks the role its on-start hook got.
 func wantRole(t *testing.T, c *clustertest.Cluster, ns, pod, want string) {
