@@ -463,7 +463,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	} else {
 		fmt.Fprintf(o.Progress, "  real node not started: %s\n", skipped)
 	}
-	ports, err := freePorts(8)
+	ports, err := FreePorts(8)
 	if err != nil {
 		return nil, err
 	}
@@ -653,9 +653,9 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	return s, nil
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1 (also free for UDP
+// FreePorts reserves n distinct free TCP ports on 127.0.0.1 (also free for UDP
 // where CoreDNS needs it) by binding and releasing them.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var held []io.Closer
 	defer func() {

@@ -279,7 +279,7 @@ type nodeConfig struct {
 // and waits until the node is Ready.
 func startNode(ctx context.Context, s *State, o Options, cs kubernetes.Interface, start func(name string, args ...string) error) error {
 	n := s.RealNode
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return err
 	}

@@ -216,19 +216,18 @@ func setMembers(obj *coordinationv1.Lease, members []Member) error {
 // any member formed. A member list that cannot be decoded reads as none (an
 // unknown, so never stale).
 func recordOf(obj *coordinationv1.Lease) *Record {
-	if obj.Spec.HolderIdentity == nil || *obj.Spec.HolderIdentity == "" {
-		var ms []Member
-		if s, ok := obj.Annotations[AnnotationMembers]; ok && json.Unmarshal([]byte(s), &ms) == nil && len(ms) > 0 {
-			return &Record{Members: ms, version: obj.ResourceVersion}
-		}
-		return nil
+	r := &Record{version: obj.ResourceVersion}
+	if h := obj.Spec.HolderIdentity; h != nil && *h != "" {
+		r.Pod, r.UID = *h, obj.Annotations[AnnotationUID]
 	}
-	r := &Record{Pod: *obj.Spec.HolderIdentity, UID: obj.Annotations[AnnotationUID], version: obj.ResourceVersion}
 	if s, ok := obj.Annotations[AnnotationMembers]; ok {
 		var ms []Member
 		if json.Unmarshal([]byte(s), &ms) == nil {
 			r.Members = ms
 		}
+	}
+	if r.Pod == "" && len(r.Members) == 0 {
+		return nil
 	}
 	return r
 }

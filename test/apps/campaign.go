@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -234,7 +235,7 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		}
 		if len(seen) > 1 && !out.Split {
 			out.Split = true
-			out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(mapsKeys(seen)), v.Detail)
+			out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(maps.Keys(seen)), v.Detail)
 		}
 		return v
 	}
@@ -322,16 +323,6 @@ func (c *Campaign) readHTTP(ctx context.Context, ns string, pods []string) []Etc
 		}
 		return ReadEtcdHTTP(ctx, &c.http, pod, net.JoinHostPort(ip, "2379"))
 	})
-}
-
-func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // wipe deletes a pod's claim and the pod, so it comes back with an empty

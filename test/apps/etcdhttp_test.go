@@ -2,7 +2,6 @@ package apps
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -25,7 +24,11 @@ func TestReadEtcdHTTPAgreesWithEtcdctl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, peer := freePort(t), freePort(t)
+	ports, err := localcluster.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, peer := strconv.Itoa(ports[0]), strconv.Itoa(ports[1])
 	curl, purl := "http://127.0.0.1:"+client, "http://127.0.0.1:"+peer
 	ctx, cancel := context.WithCancel(context.Background())
 	etcd := exec.CommandContext(ctx, bins["etcd"], "--name=t", "--data-dir="+t.TempDir(),
@@ -84,14 +87,4 @@ func TestReadEtcdHTTPAgreesWithEtcdctl(t *testing.T) {
 	if v := ReadEtcdHTTP(context.Background(), hc, "t", "127.0.0.1:"+client); v.ClusterID != 0 || v.Healthy || v.Err == "" {
 		t.Fatalf("a stopped etcd: %+v, want no cluster id and an error", v)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
