@@ -28,9 +28,30 @@
 // until delivery, the peak RSS so far (VmHWM), the RSS over the window
 // (mean and max; anon and file parts, RssAnon and RssFile, at its end), the
 // CPU over the window, the hook runs and the peers of the last one.
+//
+// # Shared and private memory
+//
+// VmRSS counts the binary's page cache in every process that maps it,
+// though a node holds those pages once for every process of the same file
+// (containers of one image share the lower layer's file through overlayfs).
+// -copies=K starts K processes of each finder (the same binary file and
+// flags, each with its own hook, as K members of one stateful set on one
+// node; the first table then shows the mean over the copies), and a second
+// table gives, per finder, means over the window and the copies of VmRSS,
+// Pss (each page divided by the processes that map it), USS
+// (Private_Clean+Private_Dirty: what the process alone holds) and Shared
+// (Shared_Clean+Shared_Dirty), read from /proc/<pid>/smaps_rollup every
+// second (smaps summed on kernels without it); the sum of the copies' Pss;
+// and what the K copies cost together: their distinct physical pages at the
+// end of the window (page frame numbers of /proc/<pid>/pagemap, root
+// only), and that divided by K, the cost per member. flock's three sources
+// run the same binary, so their Pss also splits pages with one another;
+// "copies together" counts only the copies of one finder, as if it ran
+// alone on the node. The last lines give flock's ratios to upstream's.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -63,6 +84,8 @@ const (
 	service = "fp"
 	self    = "fp-0"
 	clkTck  = 100 // USER_HZ: /proc/<pid>/stat's unit on Linux
+
+	upstreamName = "upstream peer-finder"
 )
 
 func main() {
@@ -70,10 +93,15 @@ func main() {
 	idle := flag.Duration("idle", 30*time.Second, "idle window sampled after every finder delivered all peers")
 	keep := flag.Bool("keep", false, "keep the namespace and work dir (its pods fill the kwok nodes: the scheduler places no other pod until it is deleted)")
 	rounds := flag.Int("rounds", 0, "after the idle window, rounds of: the last member not ready, then ready again; prints the time from its Ready to each watch finder's hook with all peers (p50/p99) and the finders' CPU and peak RSS")
+	copies := flag.Int("copies", 1, "processes of each finder (same binary and flags, as K members of one stateful set on one node); tables show the mean over the copies")
 	var also binaries
 	flag.Var(&also, "also", "label=path of a further peer-finder binary measured beside this tree's (e.g. one built from an older commit); repeatable")
 	flag.Parse()
-	if err := run(*pods, *idle, *keep, also, *rounds); err != nil {
+	if *copies < 1 {
+		fmt.Fprintln(os.Stderr, "bench/footprint: -copies must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*pods, *idle, *keep, also, *rounds, *copies); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/footprint:", err)
 		os.Exit(1)
 	}
@@ -93,7 +121,7 @@ func (b *binaries) Set(v string) error {
 	return nil
 }
 
-func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error {
+func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int) error {
 	env, err := benchkit.LoadEnv("bench-footprint", 200)
 	if err != nil {
 		return err
@@ -152,7 +180,7 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error 
 		if err != nil {
 			return err
 		}
-		upstream = &benchkit.Spec{Name: "upstream peer-finder", Argv: argv}
+		upstream = &benchkit.Spec{Name: upstreamName, Argv: argv}
 	}
 	common := []string{"-service=" + service, "-ns=" + ns, "-domain=" + env.Domain, "-hostname=" + self}
 	flock := func(label, bin string) []benchkit.Spec {
@@ -170,7 +198,19 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error 
 		specs = append(specs, flock(b.label, b.path)...)
 	}
 
-	finders, err := benchkit.Start(dir, specs)
+	var kinds []string // finder i is a copy of kinds[i/copies]
+	var all []benchkit.Spec
+	for _, sp := range specs {
+		kinds = append(kinds, sp.Name)
+		for c := range copies {
+			if copies > 1 {
+				all = append(all, benchkit.Spec{Name: fmt.Sprintf("%s #%d", sp.Name, c+1), Argv: sp.Argv})
+			} else {
+				all = append(all, sp)
+			}
+		}
+	}
+	finders, err := benchkit.Start(dir, all)
 	defer benchkit.StopAll(finders)
 	if err != nil {
 		return err
@@ -199,6 +239,17 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error 
 		})
 	}
 	wg.Wait()
+	shared := make([]int64, len(kinds)) // KiB of the distinct pages of each kind's copies
+	for k := range kinds {
+		var pids []int
+		for _, f := range finders[k*copies : (k+1)*copies] {
+			pids = append(pids, f.Cmd.Process.Pid)
+		}
+		if shared[k], err = together(pids); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: pages of the copies together: %v\n", kinds[k], err)
+			shared[k] = -1
+		}
+	}
 	for i, f := range finders {
 		runs, err := benchkit.ReadRuns(f.Log)
 		if err != nil {
@@ -210,17 +261,30 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds int) error 
 		}
 	}
 
+	// One row per finder: the mean over its copies.
+	rows := make([]row, len(kinds))
+	for k, name := range kinds {
+		rows[k] = mean(results[k*copies : (k+1)*copies])
+		rows[k].name = name
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "finder (%d peers)\tCPU at start\tpeak RSS\tidle RSS mean\tidle RSS max\t(anon\tfile)\tidle CPU\tidle CPU %%\thook runs\tdelivered\t\n", n)
-	for _, r := range results {
+	of := ""
+	if copies > 1 {
+		of = fmt.Sprintf(", mean of %d copies", copies)
+	}
+	fmt.Fprintf(w, "finder (%d peers%s)\tCPU at start\tpeak RSS\tidle RSS mean\tidle RSS max\t(anon\tfile)\tidle CPU\tidle CPU %%\thook runs\tdelivered\t\n", n, of)
+	for _, r := range rows {
 		if r.err != nil {
 			fmt.Fprintf(w, "%s\t%v\t\t\t\t\t\t\t\t\t\t\n", r.name, r.err)
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
-			mib(r.anon), mib(r.file), cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.hookRuns, r.delivered)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%s\t%s\t\n", r.name, cpu(r.cpuBefore), mib(r.hwm), mib(r.rssMean), mib(r.rssMax),
+			mib(r.anon), mib(r.file), cpu(r.cpuIdle), 100*r.cpuIdle.Seconds()/idle.Seconds(), r.runs, r.peers)
 	}
 	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := memory(n, copies, rows, shared); err != nil {
 		return err
 	}
 	if rounds > 0 {
@@ -320,9 +384,97 @@ type result struct {
 	hwm                int64 // KiB
 	rssMean, rssMax    int64 // KiB
 	anon, file         int64 // KiB: RssAnon and RssFile at the end of the window
+	pss, uss, shared   int64 // KiB: means over the window (smaps_rollup)
 	hookRuns           int
 	delivered          int // peers in the hook's last run
 	err                error
+}
+
+// row is a finder's line in the tables: the mean over its copies.
+type row struct {
+	result
+	runs, peers string // hook runs and delivered peers: one number, or min-max over the copies
+}
+
+// mean averages the copies' results; an error of one is the row's.
+func mean(rs []result) row {
+	var r row
+	var runs, peers []int
+	for _, x := range rs {
+		r.err = cmp.Or(r.err, x.err)
+		r.cpuBefore += x.cpuBefore
+		r.cpuIdle += x.cpuIdle
+		r.hwm += x.hwm
+		r.rssMean += x.rssMean
+		r.rssMax += x.rssMax
+		r.anon += x.anon
+		r.file += x.file
+		r.pss += x.pss
+		r.uss += x.uss
+		r.shared += x.shared
+		runs, peers = append(runs, x.hookRuns), append(peers, x.delivered)
+	}
+	k := int64(len(rs))
+	r.cpuBefore /= time.Duration(k)
+	r.cpuIdle /= time.Duration(k)
+	r.hwm, r.rssMean, r.rssMax, r.anon, r.file = r.hwm/k, r.rssMean/k, r.rssMax/k, r.anon/k, r.file/k
+	r.pss, r.uss, r.shared = r.pss/k, r.uss/k, r.shared/k
+	r.runs, r.peers = spread(runs), spread(peers)
+	return r
+}
+
+// spread is "n" when every value is n, else "min-max".
+func spread(v []int) string {
+	lo, hi := slices.Min(v), slices.Max(v)
+	if lo == hi {
+		return strconv.Itoa(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// memory prints each finder's shared and private memory (means over the
+// window and the copies) and what its copies cost the node together
+// (shared[k], KiB; -1 unknown), then each finder's ratios to upstream's.
+func memory(n, copies int, rows []row, shared []int64) error {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "memory (%d peers, %d copies each)\tRSS\tPss\tUSS\tShared\tsum of Pss\tcopies together\tper member\t\n", n, copies)
+	up := -1
+	for k, r := range rows {
+		if r.err != nil {
+			continue
+		}
+		if r.name == upstreamName {
+			up = k
+		}
+		together, per := "-", "-"
+		if shared[k] >= 0 {
+			together, per = mib(shared[k]), mib(shared[k]/int64(copies))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, mib(r.rssMean), mib(r.pss), mib(r.uss), mib(r.shared),
+			mib(r.pss*int64(copies)), together, per)
+	}
+	if up >= 0 {
+		u := rows[up]
+		fmt.Fprintf(w, "ratio to upstream\tRSS\tPss\tUSS\t\t\t\tper member\t\n")
+		for k, r := range rows {
+			if k == up || r.err != nil {
+				continue
+			}
+			per := "-"
+			if shared[k] >= 0 && shared[up] > 0 {
+				per = ratio(shared[k], shared[up])
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\t\t\t%s\t\n", r.name, ratio(r.rssMean, u.rssMean), ratio(r.pss, u.pss), ratio(r.uss, u.uss), per)
+		}
+	}
+	return w.Flush()
+}
+
+func ratio(a, b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", float64(a)/float64(b))
 }
 
 // sample reads pid's CPU time and RSS over window.
@@ -333,7 +485,7 @@ func sample(pid int, window time.Duration) (result, error) {
 		return r, err
 	}
 	r.cpuBefore = c0
-	var sum, count int64
+	var sum, pss, uss, shared, count int64
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.Now().Add(window)
@@ -342,7 +494,12 @@ func sample(pid int, window time.Duration) (result, error) {
 		if err != nil {
 			return r, err
 		}
+		sm, err := readSmaps(pid)
+		if err != nil {
+			return r, err
+		}
 		sum += st["VmRSS"]
+		pss, uss, shared = pss+sm.pss, uss+sm.uss(), shared+sm.shared()
 		count++
 		r.rssMax = max(r.rssMax, st["VmRSS"])
 		r.hwm = st["VmHWM"]
@@ -358,6 +515,7 @@ func sample(pid int, window time.Duration) (result, error) {
 	}
 	r.cpuIdle = c1 - c0
 	r.rssMean = sum / count
+	r.pss, r.uss, r.shared = pss/count, uss/count, shared/count
 	return r, nil
 }
 
