@@ -42,9 +42,9 @@
 // (Private_Clean+Private_Dirty: what the process alone holds) and Shared
 // (Shared_Clean+Shared_Dirty), read from /proc/<pid>/smaps_rollup every
 // second (smaps summed on kernels without it); the sum of the copies' Pss;
-// and what the K copies cost together: their distinct physical pages at the
-// end of the window (page frame numbers of /proc/<pid>/pagemap, root
-// only), and that divided by K, the cost per member. flock's three sources
+// and what the K copies cost together: their distinct physical pages
+// (page frame numbers of /proc/<pid>/pagemap, root only; mean over the
+// window), and that divided by K, the cost per member. flock's three sources
 // run the same binary, so their Pss also splits pages with one another;
 // "copies together" counts only the copies of one finder, as if it ran
 // alone on the node. The last lines give flock's ratios to upstream's.
@@ -238,18 +238,21 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int
 			results[i] = r
 		})
 	}
-	wg.Wait()
 	shared := make([]int64, len(kinds)) // KiB of the distinct pages of each kind's copies
 	for k := range kinds {
 		var pids []int
 		for _, f := range finders[k*copies : (k+1)*copies] {
 			pids = append(pids, f.Cmd.Process.Pid)
 		}
-		if shared[k], err = together(pids); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: pages of the copies together: %v\n", kinds[k], err)
-			shared[k] = -1
-		}
+		wg.Go(func() {
+			var err error
+			if shared[k], err = sampleTogether(pids, idle); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: pages of the copies together: %v\n", kinds[k], err)
+				shared[k] = -1
+			}
+		})
 	}
+	wg.Wait()
 	for i, f := range finders {
 		runs, err := benchkit.ReadRuns(f.Log)
 		if err != nil {
@@ -434,7 +437,8 @@ func spread(v []int) string {
 
 // memory prints each finder's shared and private memory (means over the
 // window and the copies) and what its copies cost the node together
-// (shared[k], KiB; -1 unknown), then each finder's ratios to upstream's.
+// (shared[k], KiB, mean over the window; -1 unknown), then each finder's
+// ratios to upstream's.
 func memory(n, copies int, rows []row, shared []int64) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "memory (%d peers, %d copies each)\tRSS\tPss\tUSS\tShared\tsum of Pss\tcopies together\tper member\t\n", n, copies)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // smaps is what a process's pages cost, in KiB, from /proc/<pid>/smaps_rollup.
@@ -108,8 +109,8 @@ func addPages(pid int, frames map[uint64]struct{}) error {
 	sc := bufio.NewScanner(maps)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) > 5 && f[5] == "[vsyscall]" {
-			continue // outside the process's page tables
+		if len(f) < 2 || f[1] == "---p" || len(f) > 5 && f[5] == "[vsyscall]" {
+			continue // reserved address space (no page is accessible), or outside the page tables
 		}
 		lo, hi, _ := strings.Cut(f[0], "-")
 		start, err1 := strconv.ParseUint(lo, 16, 64)
@@ -148,4 +149,25 @@ func together(pids []int) (int64, error) {
 		}
 	}
 	return int64(len(frames)) * int64(os.Getpagesize()) / 1024, nil
+}
+
+// sampleTogether is the mean of together(pids) over window, read every
+// second.
+func sampleTogether(pids []int, window time.Duration) (int64, error) {
+	var sum, count int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	end := time.Now().Add(window)
+	for {
+		kib, err := together(pids)
+		if err != nil {
+			return 0, err
+		}
+		sum += kib
+		count++
+		if !time.Now().Before(end) {
+			return sum / count, nil
+		}
+		<-tick.C
+	}
 }
