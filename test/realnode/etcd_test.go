@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/kube/clientset"
@@ -22,7 +23,11 @@ import (
 // applyKustomization applies each resource of dir's kustomization.yaml, in
 // order, as the real node needs them (forRealNode), and checks that kubectl
 // renders the same directory when it is installed.
-func (b *bed) applyKustomization(dir string) {
+func (b *bed) applyKustomization(dir string) { b.applyKustomizationWith(dir, nil) }
+
+// applyKustomizationWith is applyKustomization with edit applied to each
+// object after forRealNode.
+func (b *bed) applyKustomizationWith(dir string, edit func(*unstructured.Unstructured)) {
 	b.t.Helper()
 	var k struct{ Resources []string }
 	if err := yaml.Unmarshal(repoFile(b.t, dir+"/kustomization.yaml"), &k); err != nil {
@@ -37,7 +42,12 @@ func (b *bed) applyKustomization(dir string) {
 		}
 	}
 	for _, r := range k.Resources {
-		b.apply(repoFile(b.t, dir+"/"+r), b.forRealNode)
+		b.apply(repoFile(b.t, dir+"/"+r), func(o *unstructured.Unstructured) {
+			b.forRealNode(o)
+			if edit != nil {
+				edit(o)
+			}
+		})
 	}
 }
 
@@ -249,5 +259,54 @@ func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
 	}
 	if log := b.logs("etcd-0", "bootstrap", false); !strings.Contains(log, "role=form") {
 		t.Errorf("etcd-0 was not told form for its kept claim:\n%s", log)
+	}
+}
+
+// TestAppEtcdUnstartedJoinerCostsNoQuorum: a member that etcd added but
+// whose etcd never starts must not take the cluster's quorum. Campaign run
+// 7, round 51: etcd-4 was added as a voter to a one-member cluster, its
+// etcd was too slow to start, etcd-0 lost its quorum and nothing ever
+// joined again. Here every pod but etcd-0 has a native sidecar holding the
+// peer port 2380, so a joiner is added and its etcd cannot start; etcd-0
+// must stay healthy. Then the port is freed: the joiner starts, is
+// promoted, and the two members form one healthy cluster.
+func TestAppEtcdUnstartedJoinerCostsNoQuorum(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	b.applyKustomizationWith("examples/apps/etcd", func(o *unstructured.Unstructured) {
+		if o.GetKind() != "StatefulSet" {
+			return
+		}
+		_ = unstructured.SetNestedField(o.Object, int64(1), "spec", "replicas")
+		inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+		inits = append(inits, map[string]any{
+			"name": "blocker", "image": "ghcr.io/flockd/apps/etcd:dev", "restartPolicy": "Always",
+			"command": []any{"sh", "-c", `[ "$(hostname)" = etcd-0 ] || httpd -f -p 2380; exec sleep 1000000`},
+			"startupProbe": map[string]any{"periodSeconds": int64(1), "exec": map[string]any{
+				"command": []any{"sh", "-c", `[ "$(hostname)" = etcd-0 ] || netstat -ltn | grep -q ':2380 '`}}},
+		})
+		_ = unstructured.SetNestedSlice(o.Object, inits, "spec", "template", "spec", "initContainers")
+	})
+	id := b.waitEtcd(1, 3*time.Minute)
+	b.scale("etcd", 2)
+	b.waitLog("etcd-1", "etcd", "added to the cluster", 2*time.Minute)
+	ex := apps.NewExec(b.Config, b.Client)
+	// An unstarted voter costs the quorum within an election timeout
+	// (about a second); watch etcd-0 for far longer.
+	for range 10 {
+		time.Sleep(2 * time.Second)
+		if v := apps.ReadEtcd(context.Background(), ex, b.ns, "etcd-0"); !v.Healthy {
+			b.dumpEtcd(2)
+			t.Fatalf("etcd-0 lost its health to a member that never started: %s", v.Err)
+		}
+	}
+	if out, err := b.exec("etcd-1", "blocker", "killall", "httpd"); err != nil {
+		t.Fatalf("free etcd-1's peer port: %v\n%s", err, out)
+	}
+	if got := b.waitEtcd(2, 4*time.Minute); got != id {
+		t.Fatalf("after etcd-1 started: cluster id %x, want %x", got, id)
+	}
+	if log := b.logs("etcd-1", "etcd", false); !strings.Contains(log, "promoted from learner to voting member") {
+		t.Errorf("etcd-1 was not promoted by run.sh:\n%s", log)
 	}
 }
