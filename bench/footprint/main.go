@@ -92,7 +92,7 @@ func main() {
 	pods := flag.Int("pods", 1000, "peers (pods in the service)")
 	idle := flag.Duration("idle", 30*time.Second, "idle window sampled after every finder delivered all peers")
 	keep := flag.Bool("keep", false, "keep the namespace and work dir (its pods fill the kwok nodes: the scheduler places no other pod until it is deleted)")
-	rounds := flag.Int("rounds", 0, "after the idle window, rounds of: the last member not ready, then ready again; prints the time from its Ready to each watch finder's hook with all peers (p50/p99) and the finders' CPU and peak RSS")
+	rounds := flag.Int("rounds", 0, "after the idle window, rounds of: the last member not ready, then ready again; prints the time from its Ready to each watch finder's hook with all peers (p50/p99) and the finders' CPU, peak RSS and RSS after the rounds")
 	copies := flag.Int("copies", 1, "processes of each finder (same binary and flags, as K members of one stateful set on one node); tables show the mean over the copies")
 	var also binaries
 	flag.Var(&also, "also", "label=path of a further peer-finder binary measured beside this tree's (e.g. one built from an older commit); repeatable")
@@ -298,7 +298,8 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int
 
 // churn measures, over rounds, the time from the last member (fp-N-1)
 // turning Ready to the hook start of each finder that delivered all n
-// peers, with every such finder's CPU over the rounds and its peak RSS.
+// peers, with every such finder's CPU over the rounds, its peak RSS and
+// its RSS after the last round.
 func churn(ctx context.Context, c kubernetes.Interface, ns string, n, rounds int, finders []*benchkit.Finder, results []result) error {
 	member := fmt.Sprintf("%s-%d", service, n-1)
 	var live []*benchkit.Finder
@@ -348,13 +349,13 @@ func churn(ctx context.Context, c kubernetes.Interface, ns string, n, rounds int
 	}
 	elapsed := time.Since(start)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "%dth member ready -> hook with all\tp50\tp99\tmax\trounds\tCPU over the rounds\tpeak RSS\t\n", n)
+	fmt.Fprintf(w, "%dth member ready -> hook with all\tp50\tp99\tmax\trounds\tCPU over the rounds\tpeak RSS\tRSS after\t(anon)\t\n", n)
 	for _, f := range live {
 		d := lat[f.Name]
 		c1, _ := cpuTime(f.Cmd.Process.Pid)
 		st, _ := status(f.Cmd.Process.Pid)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s in %s\t%s\t\n", f.Name, pct(d, 50), pct(d, 99), pct(d, 100), len(d),
-			cpu(c1-cpu0[f.Name]), elapsed.Round(time.Second), mib(st["VmHWM"]))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s in %s\t%s\t%s\t%s\t\n", f.Name, pct(d, 50), pct(d, 99), pct(d, 100), len(d),
+			cpu(c1-cpu0[f.Name]), elapsed.Round(time.Second), mib(st["VmHWM"]), mib(st["VmRSS"]), mib(st["RssAnon"]))
 	}
 	return w.Flush()
 }
