@@ -186,7 +186,16 @@ func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 			c.saveLogs(out)
 		}
 		if !failed || !c.Keep {
-			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+			// Retried like the setup: a namespace left by an API server
+			// restart keeps its etcd cluster running beside later rounds
+			// (run 8's round 107 did, for the rest of the run).
+			_ = retry(context.Background(), func() error {
+				err := c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			})
 		}
 	}()
 	if err := c.create(ctx, ns.Name, subject, plan); err != nil {
