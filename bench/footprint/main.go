@@ -238,7 +238,7 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int
 			results[i] = r
 		})
 	}
-	shared := make([]int64, len(kinds)) // KiB of the distinct pages of each kind's copies
+	distinct := make([]int64, len(kinds)) // KiB of the distinct pages of each kind's copies
 	for k := range kinds {
 		var pids []int
 		for _, f := range finders[k*copies : (k+1)*copies] {
@@ -246,9 +246,9 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int
 		}
 		wg.Go(func() {
 			var err error
-			if shared[k], err = sampleTogether(pids, idle); err != nil {
+			if distinct[k], err = sampleTogether(pids, idle); err != nil {
 				fmt.Fprintf(os.Stderr, "%s: pages of the copies together: %v\n", kinds[k], err)
-				shared[k] = -1
+				distinct[k] = -1
 			}
 		})
 	}
@@ -287,7 +287,7 @@ func run(n int, idle time.Duration, keep bool, also binaries, rounds, copies int
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := memory(n, copies, rows, shared); err != nil {
+	if err := memory(n, copies, rows, distinct); err != nil {
 		return err
 	}
 	if rounds > 0 {
@@ -438,9 +438,9 @@ func spread(v []int) string {
 
 // memory prints each finder's shared and private memory (means over the
 // window and the copies) and what its copies cost the node together
-// (shared[k], KiB, mean over the window; -1 unknown), then each finder's
+// (distinct[k], KiB, mean over the window; -1 unknown), then each finder's
 // ratios to upstream's.
-func memory(n, copies int, rows []row, shared []int64) error {
+func memory(n, copies int, rows []row, distinct []int64) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "memory (%d peers, %d copies each)\tRSS\tPss\tUSS\tShared\tsum of Pss\tcopies together\tper member\t\n", n, copies)
 	up := -1
@@ -452,8 +452,8 @@ func memory(n, copies int, rows []row, shared []int64) error {
 			up = k
 		}
 		together, per := "-", "-"
-		if shared[k] >= 0 {
-			together, per = mib(shared[k]), mib(shared[k]/int64(copies))
+		if distinct[k] >= 0 {
+			together, per = mib(distinct[k]), mib(distinct[k]/int64(copies))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, mib(r.rssMean), mib(r.pss), mib(r.uss), mib(r.shared),
 			mib(r.pss*int64(copies)), together, per)
@@ -466,8 +466,8 @@ func memory(n, copies int, rows []row, shared []int64) error {
 				continue
 			}
 			per := "-"
-			if shared[k] >= 0 && shared[up] > 0 {
-				per = ratio(shared[k], shared[up])
+			if distinct[k] >= 0 && distinct[up] > 0 {
+				per = ratio(distinct[k], distinct[up])
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\t\t\t%s\t\n", r.name, ratio(r.rssMean, u.rssMean), ratio(r.pss, u.pss), ratio(r.uss, u.uss), per)
 		}
@@ -490,29 +490,25 @@ func sample(pid int, window time.Duration) (result, error) {
 		return r, err
 	}
 	r.cpuBefore = c0
-	var sum, pss, uss, shared, count int64
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	end := time.Now().Add(window)
-	for {
+	var sum, pss, uss, shared int64
+	count, err := eachSecond(window, func() error {
 		st, err := status(pid)
 		if err != nil {
-			return r, err
+			return err
 		}
 		sm, err := readSmaps(pid)
 		if err != nil {
-			return r, err
+			return err
 		}
 		sum += st["VmRSS"]
 		pss, uss, shared = pss+sm.pss, uss+sm.uss(), shared+sm.shared()
-		count++
 		r.rssMax = max(r.rssMax, st["VmRSS"])
 		r.hwm = st["VmHWM"]
 		r.anon, r.file = st["RssAnon"], st["RssFile"]
-		if !time.Now().Before(end) {
-			break
-		}
-		<-tick.C
+		return nil
+	})
+	if err != nil {
+		return r, err
 	}
 	c1, err := cpuTime(pid)
 	if err != nil {

@@ -154,19 +154,30 @@ func together(pids []int) (int64, error) {
 // sampleTogether is the mean of together(pids) over window, read every
 // second.
 func sampleTogether(pids []int, window time.Duration) (int64, error) {
-	var sum, count int64
+	var sum int64
+	n, err := eachSecond(window, func() error {
+		kib, err := together(pids)
+		sum += kib
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return sum / n, nil
+}
+
+// eachSecond calls read at once and then every second until window has
+// passed, and returns how many times it did; an error stops it.
+func eachSecond(window time.Duration, read func() error) (int64, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.Now().Add(window)
-	for {
-		kib, err := together(pids)
-		if err != nil {
-			return 0, err
+	for n := int64(1); ; n++ {
+		if err := read(); err != nil {
+			return n, err
 		}
-		sum += kib
-		count++
 		if !time.Now().Before(end) {
-			return sum / count, nil
+			return n, nil
 		}
 		<-tick.C
 	}
