@@ -21,6 +21,11 @@
 // CoreDNS is also stopped for -dns-outage that often (DNS unreachable:
 // lookups refused).
 //
+// Rounds run in parallel up to -parallel, but none starts while the
+// machine's CPU pressure is at or above -max-cpu-pressure, and two start at
+// least -start-gap apart: a campaign that piles rounds onto a saturated
+// machine measures the machine (deadline misses), not the bootstrap.
+//
 // Run it with make campaign (CAMPAIGN_FLAGS=...). It prints one line per
 // round and subject and, at the end, per subject: rounds, split brains,
 // stuck, time to healthy p50/p99 and time to rejoin p50/p99.
@@ -53,7 +58,9 @@ import (
 func main() {
 	fs := flag.NewFlagSet("campaign", flag.ContinueOnError)
 	rounds := fs.Int("rounds", 10, "rounds to run (each runs once per subject)")
-	parallel := fs.Int("parallel", 4, "subject rounds in flight at once (a round of each subject is one)")
+	parallel := fs.Int("parallel", 4, "subject rounds in flight at once, at most (a round of each subject is one)")
+	maxPressure := fs.Float64("max-cpu-pressure", 60, "start no round while the machine's CPU pressure (/proc/pressure/cpu some avg10, percent) is at or above this; 0 no limit")
+	startGap := fs.Duration("start-gap", 5*time.Second, "start two subject rounds at least this far apart")
 	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
@@ -78,6 +85,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "invalid -dns-outage, -dns-outage-every or -apiserver-restart-every: must not be negative")
 		os.Exit(2)
 	}
+	if *maxPressure < 0 || *maxPressure > 100 || *startGap < 0 {
+		fmt.Fprintln(os.Stderr, "invalid -max-cpu-pressure or -start-gap: a percent from 0 to 100 and a duration not negative")
+		os.Exit(2)
+	}
 	if *rounds < 1 || *parallel < 1 || *replicas < 1 {
 		fmt.Fprintln(os.Stderr, "invalid -rounds, -parallel or -replicas: must be at least 1")
 		os.Exit(2)
@@ -89,7 +100,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*rounds, *parallel, subs, *seed, *replicas, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
+	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -100,6 +111,8 @@ var abort context.CancelCauseFunc
 
 type config struct {
 	rounds, parallel int
+	maxPressure      float64
+	startGap         time.Duration
 	subjects         []string
 	seed             uint64
 	replicas         int
@@ -164,8 +177,8 @@ func run(ctx context.Context, cfg config) error {
 		defer restore()
 	}
 	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
-	fmt.Printf("campaign: %d rounds x %v, %d in parallel, seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
-		cfg.rounds, cfg.subjects, cfg.parallel, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
+	fmt.Printf("campaign: %d rounds x %v, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
+		cfg.rounds, cfg.subjects, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
 	faults := &clusterFaults{state: state, abort: abort, done: make(chan struct{})}
 	faults.every(ctx, 2*time.Second, faults.revive)
@@ -181,34 +194,16 @@ func run(ctx context.Context, cfg config) error {
 	var mu sync.Mutex
 	results := map[string][]apps.Outcome{}
 	aborted := 0
-	// Each subject's round is a job of its own, so a fast subject's slot
-	// does not wait for a slow one's; a round's subjects are queued one
-	// after the other and so run at about the same time.
-	type job struct {
-		plan    apps.Plan
-		subject string
+	psi0, psiErr := readPressure()
+	if cfg.maxPressure > 0 && psiErr != nil {
+		fmt.Printf("no CPU pressure to read (%v): rounds are limited by -parallel and -start-gap only\n", psiErr)
 	}
-	next := make(chan job)
+	// Each subject's round starts on its own, so a fast subject's slot does
+	// not wait for a slow one's; a round's subjects are started one after
+	// the other and so run at about the same time.
+	adm := &admission{maxPressure: cfg.maxPressure, gap: cfg.startGap, read: readPressure, poll: time.Second}
+	slots := make(chan struct{}, cfg.parallel)
 	var workers sync.WaitGroup
-	for range cfg.parallel {
-		workers.Go(func() {
-			for j := range next {
-				o := c.Run(ctx, j.subject, j.plan)
-				mu.Lock()
-				if o.Aborted {
-					fmt.Printf("%-8s %s: aborted, not counted: %s\n", o.Subject, j.plan, o.Detail)
-					aborted++
-					if ctx.Err() == nil {
-						abort(fmt.Errorf("round %d could not run: %s", j.plan.Round, o.Detail))
-					}
-				} else {
-					results[o.Subject] = append(results[o.Subject], o)
-					fmt.Printf("%-8s %s: %s\n", o.Subject, j.plan, verdict(o))
-				}
-				mu.Unlock()
-			}
-		})
-	}
 	stopFeeding := make(<-chan time.Time)
 	if cfg.duration > 0 {
 		stopFeeding = time.After(cfg.duration)
@@ -219,16 +214,34 @@ feed:
 		plan := apps.NewPlan(cfg.seed, r, cfg.replicas)
 		for _, s := range cfg.subjects {
 			select {
-			case next <- job{plan, s}:
+			case slots <- struct{}{}:
 			case <-ctx.Done():
 				break feed
 			case <-stopFeeding:
 				break feed
 			}
+			if !adm.wait(ctx, stopFeeding) {
+				break feed
+			}
+			workers.Go(func() {
+				defer func() { <-slots }()
+				o := c.Run(ctx, s, plan)
+				mu.Lock()
+				defer mu.Unlock()
+				if o.Aborted {
+					fmt.Printf("%-8s %s: aborted, not counted: %s\n", o.Subject, plan, o.Detail)
+					aborted++
+					if ctx.Err() == nil {
+						abort(fmt.Errorf("round %d could not run: %s", plan.Round, o.Detail))
+					}
+					return
+				}
+				results[o.Subject] = append(results[o.Subject], o)
+				fmt.Printf("%-8s %s: %s\n", o.Subject, plan, verdict(o))
+			})
 		}
 		ran++
 	}
-	close(next)
 	workers.Wait()
 	faults.stop()
 
@@ -244,6 +257,10 @@ feed:
 		busy, cores := busy1-busy0, (total1-total0)/elapsed.Seconds()
 		fmt.Printf("machine CPU: %.0f%% of %.0f cores busy, %.1f core-seconds per judged subject round (%d); %.0f subject rounds per hour\n",
 			100*busy/(total1-total0), cores, busy/float64(judged), judged, float64(judged)/elapsed.Hours())
+	}
+	if psi1, err := readPressure(); err == nil && psiErr == nil {
+		fmt.Printf("CPU pressure: a task waited for a CPU %.0f%% of the time; rounds waited %s in all to start (-max-cpu-pressure %g, -start-gap %s)\n",
+			100*(psi1.total-psi0.total).Seconds()/elapsed.Seconds(), adm.held.Round(time.Second), cfg.maxPressure, cfg.startGap)
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
 		fmt.Printf("campaign stopped early: %v\n", cause)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// A /proc/pressure/cpu of kernel 6.18 (the "full" line is all zeros for CPU).
+const pressureText = `some avg10=95.98 avg60=93.87 avg300=87.34 total=1597882519
+full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+`
+
+func TestParsePressure(t *testing.T) {
+	p, err := parsePressure(pressureText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.avg10 != 95.98 || p.total != 1597882519*time.Microsecond {
+		t.Fatalf("parsePressure = %+v; want avg10 95.98, total 1597.882519s", p)
+	}
+	for _, bad := range []string{
+		"",
+		"full avg10=1.00 avg60=0.00 avg300=0.00 total=5\n",
+		"some avg10=x avg60=0.00 avg300=0.00 total=5\n",
+		"some avg10=101 avg60=0.00 avg300=0.00 total=5\n",
+		"some avg60=0.00 avg300=0.00 total=5\n",
+		"some avg10=1.00 avg60=0.00 avg300=0.00\n",
+	} {
+		if p, err := parsePressure(bad); err == nil {
+			t.Errorf("parsePressure(%q) = %+v, no error", bad, p)
+		}
+	}
+}
+
+func TestAdmissionOpen(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var reading cpuPressure
+	var readErr error
+	a := &admission{maxPressure: 60, gap: 5 * time.Second, read: func() (cpuPressure, error) { return reading, readErr }}
+	for _, c := range []struct {
+		name     string
+		last     time.Time
+		pressure float64
+		err      error
+		want     bool
+	}{
+		{"first round, idle machine", time.Time{}, 10, nil, true},
+		{"first round, saturated machine", time.Time{}, 96, nil, false},
+		{"at the limit", time.Time{}, 60, nil, false},
+		{"idle machine, but within the gap of the last start", now.Add(-4 * time.Second), 10, nil, false},
+		{"idle machine, the gap passed", now.Add(-5 * time.Second), 10, nil, true},
+		{"no pressure to read: the gap alone", now.Add(-6 * time.Second), 0, errors.New("no PSI"), true},
+	} {
+		a.last, reading.avg10, readErr = c.last, c.pressure, c.err
+		if got := a.open(now); got != c.want {
+			t.Errorf("%s: open = %v, want %v", c.name, got, c.want)
+		}
+	}
+	a.maxPressure, a.last, reading.avg10 = 0, time.Time{}, 100
+	if !a.open(now) {
+		t.Error("-max-cpu-pressure 0 (no limit) on a saturated machine: open = false")
+	}
+}
