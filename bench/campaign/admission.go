@@ -62,15 +62,14 @@ func readPressure() (cpuPressure, error) {
 
 // admission holds back the start of the next round while the machine is
 // saturated, so that rounds in flight are judged on their own speed and not
-// on how many the campaign piled onto two cores: above -max-cpu-pressure
-// (the last 10 s), no round starts; two rounds start at least gap apart,
+// on how many the campaign piled onto two cores: at or above
+// -max-cpu-pressure (the last 10 s), no round starts; two rounds start at least gap apart,
 // so the rounds' busiest minute, their start, is spread out. -parallel
 // stays the upper bound of rounds in flight.
 type admission struct {
 	maxPressure float64 // percent; 0: no limit
 	gap         time.Duration
 	read        func() (cpuPressure, error)
-	poll        time.Duration
 
 	last time.Time     // the last start
 	held time.Duration // time rounds waited for the machine, in all
@@ -80,7 +79,7 @@ type admission struct {
 // stop fires first.
 func (a *admission) wait(ctx context.Context, stop <-chan time.Time) bool {
 	t0 := time.Now()
-	tick := time.NewTicker(a.poll)
+	tick := time.NewTicker(time.Second) // avg10 moves little faster
 	defer tick.Stop()
 	for {
 		if a.open(time.Now()) {

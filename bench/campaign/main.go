@@ -201,7 +201,7 @@ func run(ctx context.Context, cfg config) error {
 	// Each subject's round starts on its own, so a fast subject's slot does
 	// not wait for a slow one's; a round's subjects are started one after
 	// the other and so run at about the same time.
-	adm := &admission{maxPressure: cfg.maxPressure, gap: cfg.startGap, read: readPressure, poll: time.Second}
+	adm := &admission{maxPressure: cfg.maxPressure, gap: cfg.startGap, read: readPressure}
 	slots := make(chan struct{}, cfg.parallel)
 	var workers sync.WaitGroup
 	stopFeeding := make(<-chan time.Time)
