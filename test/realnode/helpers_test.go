@@ -158,6 +158,27 @@ func (b *bed) logs(pod, container string, previous bool) string {
 	return string(raw)
 }
 
+// dumpOnFailure logs, when the test has failed, every container's log of
+// the pods matching selector: what each peer-finder saw and wrote.
+func (b *bed) dumpOnFailure(selector string) {
+	b.t.Cleanup(func() {
+		if !b.t.Failed() {
+			return
+		}
+		pods, err := b.Client.CoreV1().Pods(b.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			b.t.Logf("list %s: %v", selector, err)
+			return
+		}
+		for _, p := range pods.Items {
+			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(context.Background())
+				b.t.Logf("log of %s/%s (err %v):\n%s", p.Name, c.Name, err, raw)
+			}
+		}
+	})
+}
+
 // waitLog waits until the container's log contains want and returns it.
 func (b *bed) waitLog(pod, container, want string, timeout time.Duration) string {
 	b.t.Helper()

@@ -55,7 +55,7 @@ func TestOctopusSharedHostsFile(t *testing.T) {
 			},
 			Containers: []corev1.Container{{
 				Name: "trainer", Image: Image, VolumeMounts: mount,
-				Command: []string{"/bin/bash", "-c", `for n in ps-0 worker-0 worker-1; do echo "resolved $(getent hosts $n)"; done; exec sleep infinity`},
+				Command: []string{"/bin/bash", "-c", `for n in ps-0 worker-0 worker-1; do echo "resolved $(getent hosts $n)"; done; echo lookups-done; exec sleep infinity`},
 			}},
 			Volumes: []corev1.Volume{{Name: "hosts", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: hosts, Type: ptr.To(corev1.HostPathFile)}}}},
@@ -74,13 +74,15 @@ func TestOctopusSharedHostsFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	b.dumpOnFailure("app=train")
 	pods := b.waitRunning("app=train", "trainer", 3)
 	want := map[string]string{}
 	for _, p := range pods {
 		want[p.Labels["role"]+"-"+p.Annotations["batch.kubernetes.io/job-completion-index"]] = p.Status.PodIP
 	}
 	for _, p := range pods {
-		log := b.waitLog(p.Name, "trainer", "resolved", time.Minute)
+		// The whole loop's output: its first line alone is an unfinished log.
+		log := b.waitLog(p.Name, "trainer", "lookups-done", time.Minute)
 		for name, ip := range want {
 			if !strings.Contains(log, fmt.Sprintf("resolved %s", ip)) || !strings.Contains(log, name) {
 				t.Errorf("%s resolved %s wrong (want %s):\n%s", p.Name, name, ip, log)
