@@ -499,7 +499,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		"config/coredns.kubeconfig":                 {"flock-coredns", nil},
 		"config/kubelet.kubeconfig":                 {"system:node:" + RealNodeName, []string{"system:nodes"}},
 		"config/kube-proxy.kubeconfig":              {"system:kube-proxy", nil},
-		"config/local-path-provisioner.kubeconfig":  {"flock-local-path", []string{"system:masters"}},
+		"config/hostdir-provisioner.kubeconfig":     {"flock-hostdir-provisioner", []string{"system:masters"}},
 	}); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // A Component is a set of binaries built from one helper module under
-// hack/components/<Name>, pinned by that module's go.mod and go.sum.
+// hack/components/<Name>, pinned by that module's go.mod and go.sum (and
+// its own .go files, if it has any).
 type Component struct {
 	Name    string // helper module directory and cache key prefix
 	Module  string // the pinned upstream module
@@ -67,10 +68,11 @@ var Components = []Component{
 		ColdBuild: 90 * time.Second,
 	},
 	{
-		// The real node's volumes: the default StorageClass "local-path".
-		Name: "local-path-provisioner", Module: "github.com/rancher/local-path-provisioner", Version: "v0.0.30",
-		Binaries:  map[string]string{"local-path-provisioner": "github.com/rancher/local-path-provisioner"},
-		ColdBuild: 2 * time.Minute,
+		// The real node's volumes (the default StorageClass): the helper
+		// module's own main.go on the pinned library.
+		Name: "hostdir-provisioner", Module: "sigs.k8s.io/sig-storage-lib-external-provisioner/v13", Version: "v13.1.0",
+		Binaries:  map[string]string{"hostdir-provisioner": "github.com/flockd/flock/hack/components/hostdir-provisioner"},
+		ColdBuild: 3 * time.Minute,
 	},
 	{
 		Name: "coredns", Module: "github.com/coredns/coredns", Version: "v1.15.0",
@@ -277,11 +279,20 @@ func (c Component) complete(cacheRoot string) bool {
 	return true
 }
 
-// stamp hashes the helper module's go.mod and go.sum: a different pin means a
-// different build even under the same version key.
+// stamp hashes the helper module's go.mod and go.sum, then its own .go
+// files in name order: a different pin or code means a different build
+// under the same version key. (A module with no .go files hashes as before.)
 func (c Component) stamp(modDir string) (string, error) {
 	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
+	files := []string{"go.mod", "go.sum"}
+	code, err := filepath.Glob(filepath.Join(modDir, "*.go"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range sortStrings(code) {
+		files = append(files, filepath.Base(f))
+	}
+	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(modDir, f))
 		if err != nil {
 			return "", fmt.Errorf("read helper module of %s: %w", c.Name, err)

@@ -58,8 +58,8 @@ func TestComponentsMatchHelperModules(t *testing.T) {
 			t.Errorf("hack/components/%s/go.mod does not require %s %s", c.Name, c.Module, c.Version)
 		}
 		for _, pkg := range c.Binaries {
-			if !strings.Contains(mod, pkg+"\n") {
-				t.Errorf("hack/components/%s/go.mod has no tool directive for %s", c.Name, pkg)
+			if !strings.Contains(mod, "tool "+pkg+"\n") && !strings.Contains(mod, "\t"+pkg+"\n") && !strings.Contains(mod, "module "+pkg+"\n") {
+				t.Errorf("hack/components/%s/go.mod has no tool directive for %s and is not its module", c.Name, pkg)
 			}
 		}
 	}

@@ -2,12 +2,17 @@ package realnode
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -62,4 +67,30 @@ func TestDefaultStorageClass(t *testing.T) {
 	if strings.TrimSpace(first) != strings.TrimSpace(second) {
 		t.Errorf("the re-created member lost its data: first %q, then %q", first, second)
 	}
+
+	// The volume is a directory of this machine, the real node, holding what
+	// the member wrote; the claim's deletion (reclaim policy Delete) removes
+	// the volume and its directory.
+	pv, err := b.Client.CoreV1().PersistentVolumes().Get(context.Background(), pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.HostPath == nil {
+		t.Fatalf("volume %s is not a directory of the node: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
+	}
+	dir := pv.Spec.HostPath.Path
+	if id, err := os.ReadFile(filepath.Join(dir, "id")); err != nil || !strings.Contains(first, strings.TrimSpace(string(id))) {
+		t.Errorf("volume dir %s: id %q (%v), the member said %q", dir, id, err, first)
+	}
+	if err := b.Client.AppsV1().StatefulSets(b.ns).Delete(context.Background(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Delete(context.Background(), "data-db-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitFor(t, "volume "+pv.Name+" and its directory removed", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := b.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		_, statErr := os.Stat(dir)
+		return apierrors.IsNotFound(err) && errors.Is(statErr, fs.ErrNotExist), nil
+	})
 }
