@@ -7,8 +7,9 @@
 // pod's IP, and every healthy poll confirmed with etcdctl in every pod; after
 // settling, one cluster id, members equal to the StatefulSet's pods, all
 // healthy.
-// More than one cluster id is a split brain; no healthy cluster within the
-// deadline is a stuck bootstrap.
+// More than one cluster id is a split brain; no healthy cluster, and no
+// progress towards one for -stall (members starting, joining, becoming
+// healthy) or none by -deadline, is a stuck bootstrap.
 //
 // A round: a cold start (Parallel or OrderedReady, each pod's start delayed
 // by up to 5 s), and, each with probability 1/2, a member deleted 2-20 s
@@ -64,7 +65,8 @@ func main() {
 	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
-	deadline := fs.Duration("deadline", 4*time.Minute, "time a round has to become healthy (and again after the wipe)")
+	stall := fs.Duration("stall", apps.DefaultStall, "a round is stuck when its cluster got no closer to healthy for this long (members starting, joining, becoming healthy); 0 only -deadline")
+	deadline := fs.Duration("deadline", apps.DefaultDeadline, "time a round has to become healthy (and again after the wipe), however it progresses")
 	restartEvery := fs.Duration("apiserver-restart-every", 3*time.Minute, "restart kube-apiserver this often during the campaign; 0 never")
 	dnsOutageEvery := fs.Duration("dns-outage-every", 0, "stop CoreDNS this often during the campaign (for -dns-outage each time); 0 never")
 	dnsOutage := fs.Duration("dns-outage", 20*time.Second, "how long each CoreDNS outage lasts")
@@ -100,7 +102,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
+	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -116,7 +118,7 @@ type config struct {
 	subjects         []string
 	seed             uint64
 	replicas         int
-	deadline         time.Duration
+	stall, deadline  time.Duration
 	restartEvery     time.Duration
 	dnsOutageEvery   time.Duration
 	dnsOutage        time.Duration
@@ -176,9 +178,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 		defer restore()
 	}
-	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
-	fmt.Printf("campaign: %d rounds x %v, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
-		cfg.rounds, cfg.subjects, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
+	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Stall: cfg.stall, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
+	fmt.Printf("campaign: %d rounds x %v, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, stall %s, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
+		cfg.rounds, cfg.subjects, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.stall, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
 	faults := &clusterFaults{state: state, abort: abort, done: make(chan struct{})}
 	faults.every(ctx, 2*time.Second, faults.revive)

@@ -111,7 +111,8 @@ type Outcome struct {
 	NS      string
 	// Split: more than one cluster id was seen, or members disagree.
 	Split bool
-	// Stuck: no healthy cluster within the deadline (and no split).
+	// Stuck: no healthy cluster (and no split), and either nothing got
+	// better for Campaign.Stall or Campaign.Deadline passed.
 	Stuck bool
 	// Aborted: the round could not be run or finished (the cluster's API
 	// failed, or the campaign was stopped): neither a split nor stuck, and
@@ -124,6 +125,15 @@ type Outcome struct {
 	Detail          string
 }
 
+// DefaultStall and DefaultDeadline are Campaign's Stall and Deadline as the
+// campaign and its smoke test use them. A slow OrderedReady step of run 14
+// (about 40 s per member at 82 % CPU pressure) progresses several times a
+// minute; its rounds took at most 243 s.
+const (
+	DefaultStall    = 2 * time.Minute
+	DefaultDeadline = 10 * time.Minute
+)
+
 // Campaign runs rounds against a cluster.
 type Campaign struct {
 	Config *rest.Config
@@ -133,8 +143,14 @@ type Campaign struct {
 	// Edit is applied to every object before it is created (e.g. to land
 	// pods on a node).
 	Edit func(ns string, o *unstructured.Unstructured)
-	// Deadline bounds each phase (formation, rejoin) of a round.
-	Deadline time.Duration
+	// A phase of a round (formation, rejoin after the wipe) is stuck when
+	// EtcdProgress did not rise for Stall, or when Deadline passed since
+	// it began, even while it rises (a livelock). Stall, not Deadline, is
+	// the rule that finds a deadlocked bootstrap; unlike a deadline it does
+	// not grow with how busy the machine is: a slow OrderedReady step
+	// still progresses (a pod gets its address, etcd answers, a member
+	// starts), a deadlock does not. Zero Stall: Deadline alone.
+	Stall, Deadline time.Duration
 	// LogDir, when set, receives the containers' logs of failed rounds.
 	LogDir string
 	// Keep leaves the namespaces of failed rounds.
@@ -249,12 +265,14 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		return v
 	}
 	// settle polls until the want pods form one healthy cluster, after every
-	// pending fault happened; false on a split or at the deadline.
-	settle := func(deadline time.Time) bool {
+	// pending fault happened; false on a split, or when stuck (see Stall).
+	settle := func(begin time.Time) bool {
 		pods := make([]string, want)
 		for i := range pods {
 			pods[i] = fmt.Sprintf("etcd-%d", i)
 		}
+		deadline := begin.Add(c.Deadline)
+		clock := stallClock{last: -1, rise: begin}
 		for {
 			for pending > 0 {
 				select {
@@ -273,7 +291,9 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 			}
 			// Poll over etcd's client API; a healthy poll is confirmed
 			// with etcdctl in every pod, as the application tests judge.
-			v := judge(c.readHTTP(ctx, ns, pods), pods)
+			views := c.readHTTP(ctx, ns, pods)
+			clock.observe(EtcdProgress(views), time.Now())
+			v := judge(views, pods)
 			if v.Healthy && pending == 0 {
 				v = judge(ReadEtcdAll(ctx, ex, ns, pods), pods)
 			}
@@ -283,15 +303,23 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 			if v.Healthy && pending == 0 {
 				return true
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
+			now := time.Now()
+			stalled := clock.stalled(now, c.Stall)
+			if stalled || now.After(deadline) || ctx.Err() != nil {
 				out.Stuck = true
 				out.Detail = v.Detail
+				switch {
+				case stalled:
+					out.Detail = fmt.Sprintf("no progress for %s (at %s): %s", c.Stall, now.Sub(begin).Round(time.Second), v.Detail)
+				case now.After(deadline):
+					out.Detail = fmt.Sprintf("deadline %s passed: %s", c.Deadline, v.Detail)
+				}
 				return false
 			}
 			time.Sleep(time.Second)
 		}
 	}
-	if !settle(t0.Add(c.Deadline)) {
+	if !settle(t0) {
 		return
 	}
 	out.Healthy = time.Since(t0)
@@ -304,11 +332,33 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		out.Aborted, out.Detail = true, err.Error()
 		return
 	}
-	if !settle(t1.Add(c.Deadline)) {
+	if !settle(t1) {
 		out.Detail = "after the wipe of etcd-0: " + out.Detail
 		return
 	}
 	out.Rejoin = time.Since(t1)
+}
+
+// stallClock remembers when a progress score last rose above the poll
+// before it. A drop and a rise again (a member killed and back, the API
+// server restarted) counts as progress, so only a bootstrap that stays
+// flat stalls; one that flaps is caught by the deadline instead.
+type stallClock struct {
+	last int
+	rise time.Time
+}
+
+func (c *stallClock) observe(score int, now time.Time) {
+	if score > c.last {
+		c.rise = now
+	}
+	c.last = score
+}
+
+// stalled reports whether the score has not risen for longer than stall;
+// never for a zero stall.
+func (c *stallClock) stalled(now time.Time, stall time.Duration) bool {
+	return stall > 0 && now.Sub(c.rise) > stall
 }
 
 // readHTTP reads every pod's etcd over its client API at the pod's IP.
@@ -328,7 +378,7 @@ func (c *Campaign) readHTTP(ctx context.Context, ns string, pods []string) []Etc
 		case err != nil:
 			return EtcdView{Pod: pod, Err: fmt.Sprintf("list pods: %v", err)}
 		case !ok:
-			return EtcdView{Pod: pod, Err: "no running pod with an IP"}
+			return EtcdView{Pod: pod, Err: errNoPodIP}
 		}
 		return ReadEtcdHTTP(ctx, &c.http, pod, net.JoinHostPort(ip, "2379"))
 	})

@@ -108,6 +108,39 @@ type Verdict struct {
 	Detail string
 }
 
+// EtcdProgress scores how far views of a bootstrapping cluster got: per
+// pod, one point each for having an address to ask, answering with a
+// cluster id, and being healthy; plus the started members of the longest
+// member list any of them reported. It rises as members start, join and
+// become healthy, and stays flat while nothing does, whatever the machine's
+// speed: the campaign calls a bootstrap stuck when it stays flat too long.
+// It is pure.
+func EtcdProgress(views []EtcdView) int {
+	score, members := 0, 0
+	for _, e := range views {
+		if e.Err != errNoPodIP {
+			score++
+		}
+		if e.ClusterID != 0 {
+			score++
+		}
+		if e.Healthy {
+			score++
+		}
+		started := 0
+		for _, m := range e.Members {
+			if m != "" {
+				started++
+			}
+		}
+		members = max(members, started)
+	}
+	return score + members
+}
+
+// errNoPodIP is the view of a pod that is not running with an address.
+const errNoPodIP = "no running pod with an IP"
+
 // Split reports more than one cluster id.
 func (v Verdict) Split() bool { return len(v.ClusterIDs) > 1 }
 

@@ -32,7 +32,7 @@ func TestCampaignSmoke(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d (FLOCK_CAMPAIGN_SEED=%d replays it)", seed, seed)
-	c := &apps.Campaign{Config: b.Config, Client: b.Client, Manifests: manifests, Deadline: 4 * time.Minute, LogDir: t.TempDir(), Edit: apps.ForRealNode}
+	c := &apps.Campaign{Config: b.Config, Client: b.Client, Manifests: manifests, Stall: apps.DefaultStall, Deadline: apps.DefaultDeadline, LogDir: t.TempDir(), Edit: apps.ForRealNode}
 	const rounds = 2
 	var wg sync.WaitGroup
 	outs := make([]apps.Outcome, rounds)
