@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -376,8 +377,10 @@ func TestApplyTimeoutKillsProcessGroup(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			h, _ := newHook(t, hook.Config{
-				OnChange:  helper("hang", pidFile, mode),
-				Timeout:   500 * time.Millisecond,
+				OnChange: helper("hang", pidFile, mode),
+				// Long enough for a busy machine to start the helper and
+				// its grandchild before the timeout kills them.
+				Timeout:   2 * time.Second,
 				KillGrace: 300 * time.Millisecond,
 			})
 			start := time.Now()
@@ -385,7 +388,7 @@ func TestApplyTimeoutKillsProcessGroup(t *testing.T) {
 			if !errors.Is(err, hook.ErrTimeout) {
 				t.Fatalf("Apply = %v, want ErrTimeout", err)
 			}
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
 				t.Errorf("Apply took %s", elapsed)
 			}
 			if !strings.Contains(err.Error(), "on-change") {
@@ -403,8 +406,13 @@ func TestApplyCancelKillsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h, _ := newHook(t, hook.Config{OnChange: helper("hang", pidFile), KillGrace: 300 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	err := apply(t, h, ctx, delivery(3, false))
+	errc := make(chan error, 1)
+	go func() { errc <- h.Apply(ctx, delivery(3, false)) }()
+	// Cancel once the grandchild runs, not after a fixed time: a busy
+	// machine can take longer than any fixed time to start the helper.
+	await.Until(t, func() bool { _, err := os.Stat(pidFile); return err == nil }, "the hook to start its grandchild")
+	cancel()
+	err := await.Recv(t, errc, "Apply to return after cancel")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply = %v, want context.Canceled", err)
 	}
