@@ -421,7 +421,8 @@ func exitStatus(t *testing.T, err error) int {
 func TestSinkInProcess(t *testing.T) {
 	// Stopped by another part (cause sink.ErrStopped): StopSignal, then
 	// SIGKILL after KillTimeout; Apply after exit fails.
-	s, err := New(Config{Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.02; done"}, KillTimeout: 200 * time.Millisecond, Forward: []os.Signal{}})
+	ready := filepath.Join(t.TempDir(), "ready")
+	s, err := New(Config{Argv: []string{"sh", "-c", "trap '' TERM; echo ok > " + ready + "; while :; do sleep 0.02; done"}, KillTimeout: 200 * time.Millisecond, Forward: []os.Signal{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,8 +430,7 @@ func TestSinkInProcess(t *testing.T) {
 	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
 		t.Fatal(err)
 	}
-	await.Done(t, s.started, "the command to start")
-	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	waitForFile(t, ready, 5*time.Second) // the shell installed its trap
 	start := time.Now()
 	stop(sink.ErrStopped)
 	if got := exitStatus(t, await.Recv(t, result, "Run to return")); got != 128+9 {
@@ -470,7 +470,8 @@ func TestRunStopSignalOnlyWhenStopped(t *testing.T) {
 		cause error
 		want  int
 	}{{sink.ErrStopped, 7}, {errors.New("SIGTERM received"), 128 + 9}} {
-		s, err := New(Config{Argv: []string{"sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.02; done"}, KillTimeout: 300 * time.Millisecond, Forward: []os.Signal{}})
+		ready := filepath.Join(t.TempDir(), "ready")
+		s, err := New(Config{Argv: []string{"sh", "-c", "trap 'exit 7' TERM; echo ok > " + ready + "; while :; do sleep 0.02; done"}, KillTimeout: 300 * time.Millisecond, Forward: []os.Signal{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +479,7 @@ func TestRunStopSignalOnlyWhenStopped(t *testing.T) {
 		if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // let the shell install its trap
+		waitForFile(t, ready, 5*time.Second) // the shell installed its trap
 		stop(tt.cause)
 		if got := exitStatus(t, await.Recv(t, result, "Run to return")); got != tt.want {
 			t.Errorf("cancelled with %v: status %d, want %d", tt.cause, got, tt.want)
