@@ -406,6 +406,7 @@ func TestApplyCancelKillsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h, _ := newHook(t, hook.Config{OnChange: helper("hang", pidFile), KillGrace: 300 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- h.Apply(ctx, delivery(3, false)) }()
 	// Cancel once the grandchild runs, not after a fixed time: a busy
