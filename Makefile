@@ -21,7 +21,9 @@ test: cluster-build images verify ## Run all tests (unit, integration, real pods
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@# Reuses a running cluster; one started here is stopped when the tests end.
-	$(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 ./...
+	@# test/realnode runs real pods one after another and takes 8-10 minutes on
+	@# 2 shared cores, at go test's default 10m per-package limit: give it room.
+	$(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=30m ./...
 
 FLOCK_CLUSTER := $(BIN)/flock-cluster
 
