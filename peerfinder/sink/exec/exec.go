@@ -22,6 +22,8 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,7 +48,9 @@ type Config struct {
 	Env []string
 	// Dir is the child's working directory; the current one when empty.
 	Dir string
-	// ReloadSignal is sent to the child after each later delivery; none when 0.
+	// ReloadSignal is sent to the child after each later delivery; none when
+	// 0. It is held while the child neither catches nor ignores it and its
+	// default action would end or stop the child (see Sink.Apply).
 	ReloadSignal syscall.Signal
 	// StopSignal is sent by Stop; SIGTERM when 0.
 	StopSignal syscall.Signal
@@ -179,10 +183,14 @@ func New(cfg Config) (*Sink, error) {
 }
 
 // Apply starts the child on the first call and sends ReloadSignal on later
-// calls. It fails with ErrExited once the child has exited, with the start
-// error when the child cannot be started (the engine then retries), and
-// with ErrClosed once Run has returned without a child. It starts no
-// goroutine: Run supervises the child.
+// calls. A reload the child has no handler for yet (a server just started,
+// whose default action for SIGHUP is to die) is not sent: Apply returns a
+// pending result and the engine calls it again with the newest set until
+// the child catches or ignores the signal, read from /proc/PID/status; when
+// that cannot be read, the signal is sent. Apply fails with ErrExited once
+// the child has exited, with the start error when the child cannot be
+// started (the engine then retries), and with ErrClosed once Run has
+// returned without a child. It starts no goroutine: Run supervises the child.
 func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,11 +211,54 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	if s.cfg.ReloadSignal == 0 {
 		return nil
 	}
+	if pid := s.cmd.Process.Pid; !readyFor(pid, s.cfg.ReloadSignal) {
+		return sink.Pending(fmt.Errorf("exec %s: pid %d has no handler for %v yet; reload held", s.cfg.Argv[0], pid, s.cfg.ReloadSignal))
+	}
 	if err := s.cmd.Process.Signal(s.cfg.ReloadSignal); err != nil {
 		return fmt.Errorf("exec %s: send reload signal %v: %w", s.cfg.Argv[0], s.cfg.ReloadSignal, err)
 	}
 	s.log.Info("child reload signalled", "signal", s.cfg.ReloadSignal, "generation", d.Generation)
 	return nil
+}
+
+// readyFor reports whether sending sig to pid cannot end or stop it by the
+// signal's default action: pid catches or ignores sig, or sig's default is
+// to do nothing, or pid's status cannot be read (not Linux, or pid is gone).
+func readyFor(pid int, sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH, // ignored by default
+		syscall.SIGKILL, syscall.SIGSTOP: // cannot be caught: sent as asked
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	handled, err := handles(status, sig)
+	return err != nil || handled
+}
+
+// handles reports whether the process whose /proc/PID/status is status
+// catches or ignores sig (its SigCgt or SigIgn mask has sig's bit).
+func handles(status []byte, sig syscall.Signal) (bool, error) {
+	found := 0
+	var mask uint64
+	for line := range strings.Lines(string(status)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "SigCgt" && name != "SigIgn") {
+			continue
+		}
+		m, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", name, err)
+		}
+		mask |= m
+		found++
+	}
+	if found != 2 {
+		return false, errors.New("no SigCgt and SigIgn in the status")
+	}
+	return sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0, nil
 }
 
 // start runs the child. Called with mu held and cmd nil.

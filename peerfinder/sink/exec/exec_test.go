@@ -293,6 +293,73 @@ func TestReloadSignal(t *testing.T) {
 	}
 }
 
+// A change that comes before the child handles the reload signal is held
+// (a pending result), not sent: SIGHUP's default action would kill a server
+// that has not installed its handler yet (CI saw pid1.yaml's stand-in die
+// with status 129, 35 ms after its start). Once the child handles the
+// signal, the next Apply sends it.
+func TestReloadHeldUntilChildHandlesIt(t *testing.T) {
+	dir := t.TempDir()
+	gate, trapped, reloads := filepath.Join(dir, "gate"), filepath.Join(dir, "trapped"), filepath.Join(dir, "reloads")
+	script := fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.01; done; trap 'echo hup >> %s' HUP; trap 'exit 0' TERM; echo ok > %s; while :; do sleep 0.02 & wait $!; done`,
+		gate, reloads, trapped)
+	s, err := New(Config{Argv: []string{"sh", "-c", script}, ReloadSignal: syscall.SIGHUP, Forward: []os.Signal{}, KillTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, result := runSink(t, s)
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 2}); !sink.IsPending(err) {
+		t.Fatalf("Apply before the child handles SIGHUP = %v, want a pending result", err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, trapped, 5*time.Second)
+	gen := uint64(2)
+	await.Until(t, func() bool {
+		gen++
+		err := s.Apply(context.Background(), sink.Delivery{Generation: gen})
+		if err != nil && !sink.IsPending(err) {
+			t.Fatalf("Apply after the child installed its handler = %v", err)
+		}
+		return err == nil
+	}, "the held reload to be sent")
+	if got := waitForFile(t, reloads, 5*time.Second); got != "hup\n" {
+		t.Errorf("child saw %q, want one reload", got)
+	}
+	stop(sink.ErrStopped)
+	if got := exitStatus(t, await.Recv(t, result, "Run to return")); got != 0 {
+		t.Errorf("status %d, want 0: the child was killed, not stopped", got)
+	}
+}
+
+func TestHandles(t *testing.T) {
+	// SigCgt 0x10a01: HUP (bit 0), USR1 (9), USR2 (11), CHLD (16) caught;
+	// SigIgn 0x4: QUIT (2) ignored.
+	status := []byte("Name:\tsh\nSigQ:\t0/94661\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000004\nSigCgt:\t0000000000010a01\n")
+	for sig, want := range map[syscall.Signal]bool{
+		syscall.SIGHUP: true, syscall.SIGQUIT: true, syscall.SIGUSR1: true, syscall.SIGUSR2: true,
+		syscall.SIGTERM: false, syscall.SIGINT: false, syscall.Signal(64): false,
+	} {
+		if got, err := handles(status, sig); err != nil || got != want {
+			t.Errorf("handles(%v) = %v, %v; want %v", sig, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "SigCgt:\t0000000000000001\n", "SigIgn:\t0\nSigCgt:\tzz\n"} {
+		if _, err := handles([]byte(bad), syscall.SIGHUP); err == nil {
+			t.Errorf("handles(%q) gave no error", bad)
+		}
+	}
+	// Sent without looking: a signal whose default is to do nothing, and any
+	// signal to a pid whose status cannot be read.
+	if !readyFor(os.Getpid(), syscall.SIGWINCH) || !readyFor(1<<30, syscall.SIGHUP) {
+		t.Error("readyFor holds a signal that is harmless by default, or one for a pid without a status")
+	}
+}
+
 // childrenOf lists the processes whose parent is pid, with their state and
 // command name, from the host's /proc.
 func childrenOf(pid int) (states map[int]string) {
