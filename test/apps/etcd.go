@@ -5,7 +5,6 @@
 package apps
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/flockd/flock/internal/testing/syncbuf"
 )
 
 // Exec runs cmd in a container and returns its stdout and stderr.
@@ -34,10 +35,17 @@ func NewExec(cfg *rest.Config, cs kubernetes.Interface) Exec {
 		if err != nil {
 			return "", err
 		}
-		var out, errb bytes.Buffer
-		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
-		return out.String() + errb.String(), err
+		return stream(ctx, ex)
 	}
+}
+
+// stream runs ex and returns its stdout, then its stderr. When ctx ends
+// first, client-go returns while its goroutines still copy the output: the
+// buffers are read and written under a lock.
+func stream(ctx context.Context, ex remotecommand.Executor) (string, error) {
+	var out, errb syncbuf.Buffer
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
+	return out.String() + errb.String(), err
 }
 
 // EtcdView is one pod's etcd's view of its cluster.

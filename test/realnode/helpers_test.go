@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,13 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/clustertest"
+	"github.com/flockd/flock/test/apps"
 )
 
 // Image is peer-finder's image as "make images" builds it, by its alias
@@ -195,20 +193,12 @@ func (b *bed) waitLog(pod, container, want string, timeout time.Duration) string
 }
 
 // exec runs cmd in a container through the apiserver and the kubelet, as
-// kubectl exec does.
+// kubectl exec does, for at most a minute.
 func (b *bed) exec(pod, container string, cmd ...string) (string, error) {
 	b.t.Helper()
-	req := b.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(b.Config, http.MethodPost, req.URL())
-	if err != nil {
-		return "", err
-	}
-	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
-	return out.String() + errb.String(), err
+	return apps.NewExec(b.Config, b.Client)(ctx, b.ns, pod, container, cmd...)
 }
 
 // apply creates the objects of a multi-document YAML manifest in the test's
