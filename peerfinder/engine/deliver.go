@@ -57,6 +57,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		failures int
 		roleGen  uint64
 		role     string
+		holding  bool
 	)
 	for {
 		select {
@@ -66,10 +67,21 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 			return
 		}
 		e.mu.Lock()
-		t := e.target
+		t, need := e.target, e.need
 		e.mu.Unlock()
 		if t.gen == 0 {
 			continue
+		}
+		if held(t, need) {
+			if !holding {
+				log.Info("delivery held: the expected size outgrew the set", "generation", t.gen, "peers", t.set.Len(), "need", need)
+			}
+			holding = true
+			continue // record triggers again when a set passes or need shrinks
+		}
+		holding = false
+		if applied(states, t.gen) {
+			continue // a released target that was delivered before the hold
 		}
 		var err error
 		if e.cfg.Role != nil && roleGen != t.gen {
@@ -112,6 +124,20 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 			return
 		}
 	}
+}
+
+// applied reports whether there are sinks and every one applied generation
+// gen.
+func applied(states []sinkState, gen uint64) bool {
+	if len(states) == 0 {
+		return false
+	}
+	for _, st := range states {
+		if !st.applied || st.gen != gen {
+			return false
+		}
+	}
+	return true
 }
 
 // applyRound applies t to every sink that has not applied it yet, in order.

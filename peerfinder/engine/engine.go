@@ -127,12 +127,19 @@ type Engine struct {
 	mu     sync.Mutex
 	status Status
 	target target // newest published set, read by the delivery worker
+	need   int    // the latest verdict's size gate (see held)
 }
 
 type target struct {
 	set peer.Set
 	gen uint64
 }
+
+// held reports whether the size gate now holds back t, a set published
+// when the expected size was smaller: sinks see no set the gate would not
+// publish now, not even a retry of a failed one. The next set that passes
+// the gate, or the expected size shrinking back, releases the hold.
+func held(t target, need int) bool { return t.gen > 0 && t.set.Len() < need }
 
 // New returns an engine for cfg, filling in defaults.
 func New(cfg Config) *Engine {

@@ -182,14 +182,14 @@ func (e *Engine) run(ctx context.Context, evaluateOnly bool) error {
 		if d := out.verdict.RecheckAfter; d > 0 {
 			recheck.Reset(d)
 		}
-		e.record(in, out)
+		released := e.record(in, out)
 		if evaluateOnly && complete(out.verdict) {
 			return nil
 		}
 		if out.preview && !evaluateOnly {
 			e.preview(ctx, out.set)
 		}
-		if out.publish {
+		if out.publish || released {
 			select {
 			case trigger <- struct{}{}:
 			default:
@@ -228,9 +228,12 @@ func (e *Engine) startSources(ctx context.Context, wg *sync.WaitGroup) (<-chan u
 }
 
 // record publishes an evaluation in Status and the metrics, and a new
-// generation as the delivery worker's target.
-func (e *Engine) record(in inputs, out evaluation) {
+// generation as the delivery worker's target. It reports whether the
+// evaluation released a held target (see held).
+func (e *Engine) record(in inputs, out evaluation) (released bool) {
 	e.mu.Lock()
+	wasHeld := held(e.target, e.need)
+	e.need = out.verdict.Need
 	e.status.Verdict = out.verdict
 	e.status.Generation = out.gen
 	e.status.Views = append([]membership.View(nil), in.views...)
@@ -239,6 +242,7 @@ func (e *Engine) record(in inputs, out evaluation) {
 	if out.publish {
 		e.target = target{set: out.set, gen: out.gen}
 	}
+	released = wasHeld && !held(e.target, e.need)
 	e.mu.Unlock()
 	if m := e.cfg.Metrics; m != nil {
 		m.peers.Set(float64(out.set.Len()))
@@ -246,6 +250,7 @@ func (e *Engine) record(in inputs, out evaluation) {
 		m.verdict.Reset()
 		m.verdict.WithLabelValues(string(out.verdict.Reason)).Set(1)
 	}
+	return released
 }
 
 // preview shows a set held by the expected-names gate to the Previewer
