@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	osexec "os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -303,6 +304,12 @@ func TestReloadHeldUntilChildHandlesIt(t *testing.T) {
 	gate, trapped, reloads := filepath.Join(dir, "gate"), filepath.Join(dir, "trapped"), filepath.Join(dir, "reloads")
 	script := fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.01; done; trap 'echo hup >> %s' HUP; trap 'exit 0' TERM; echo ok > %s; while :; do sleep 0.02 & wait $!; done`,
 		gate, reloads, trapped)
+	// Under nohup this process ignores SIGHUP and a child inherits that: it
+	// would handle the signal from its start. A caught signal is reset to
+	// its default action by exec, so catch it while the child starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	s, err := New(Config{Argv: []string{"sh", "-c", script}, ReloadSignal: syscall.SIGHUP, Forward: []os.Signal{}, KillTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
