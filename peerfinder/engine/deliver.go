@@ -67,7 +67,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 			return
 		}
 		e.mu.Lock()
-		t, need := e.target, e.need
+		t, need := e.target, e.status.Verdict.Need
 		e.mu.Unlock()
 		if t.gen == 0 {
 			continue

@@ -127,7 +127,6 @@ type Engine struct {
 	mu     sync.Mutex
 	status Status
 	target target // newest published set, read by the delivery worker
-	need   int    // the latest verdict's size gate (see held)
 }
 
 type target struct {

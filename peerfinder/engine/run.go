@@ -232,8 +232,7 @@ func (e *Engine) startSources(ctx context.Context, wg *sync.WaitGroup) (<-chan u
 // evaluation released a held target (see held).
 func (e *Engine) record(in inputs, out evaluation) (released bool) {
 	e.mu.Lock()
-	wasHeld := held(e.target, e.need)
-	e.need = out.verdict.Need
+	wasHeld := held(e.target, e.status.Verdict.Need)
 	e.status.Verdict = out.verdict
 	e.status.Generation = out.gen
 	e.status.Views = append([]membership.View(nil), in.views...)
@@ -242,7 +241,7 @@ func (e *Engine) record(in inputs, out evaluation) (released bool) {
 	if out.publish {
 		e.target = target{set: out.set, gen: out.gen}
 	}
-	released = wasHeld && !held(e.target, e.need)
+	released = wasHeld && !held(e.target, out.verdict.Need)
 	e.mu.Unlock()
 	if m := e.cfg.Metrics; m != nil {
 		m.peers.Set(float64(out.set.Len()))
