@@ -208,6 +208,9 @@ func TestAppEtcd(t *testing.T) {
 	if got := b.waitEtcd(3, 3*time.Minute); got != id {
 		t.Fatalf("etcd-1 re-created: cluster id %x, want %x", got, id)
 	}
+	if log := b.logs("etcd-1", "etcd", false); !strings.Contains(log, "starting from the data on the volume") || strings.Contains(log, "no data") {
+		t.Errorf("etcd-1 re-created did not start from its data:\n%s", brief(log))
+	}
 	step("etcd-1 re-created")
 
 	b.deletePod("etcd-0", "data-etcd-0")
