@@ -3,9 +3,13 @@ package main
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/flockd/flock/internal/testing/await"
 )
 
 // rollup is /proc/<pid>/smaps_rollup of a flock peer-finder (-source=static)
@@ -93,28 +97,62 @@ func TestAddFrames(t *testing.T) {
 	}
 }
 
-// A process counted twice costs what it costs once, about its VmRSS.
+// asleep starts a sleep(1) that lasts the test and returns its pid once it
+// sleeps: an idle process whose pages stay put while they are read. (The
+// test process itself will not do: reading its pages grows its heap.)
+func asleep(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "1h")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	pid := cmd.Process.Pid
+	await.Until(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		_, after, ok := strings.Cut(string(b), ") ")
+		return err == nil && ok && strings.HasPrefix(after, "S")
+	}, "sleep (pid %d) asleep", pid)
+	return pid
+}
+
+// Each page is counted once: a process counted twice costs what it costs
+// once (its Rss), and two processes of one binary share their file pages.
 func TestTogetherCountsAPageOnce(t *testing.T) {
-	self := os.Getpid()
-	one, err := together([]int{self})
+	a, b := asleep(t), asleep(t)
+	one, err := together([]int{a})
 	if errors.Is(err, errNoPFN) {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := status(self)
+	sa, err := readSmaps(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rss := st["VmRSS"]; one < rss*9/10 || one > rss*11/10 {
-		t.Errorf("together %d KiB, VmRSS %d KiB", one, rss)
-	}
-	two, err := together([]int{self, self})
+	sb, err := readSmaps(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if two > one*11/10 {
-		t.Errorf("twice the same process: %d KiB, once %d KiB", two, one)
+	if one < sa.rss*9/10 || one > sa.rss*11/10 {
+		t.Errorf("together %d KiB, Rss %d KiB", one, sa.rss)
+	}
+	twice, err := together([]int{a, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twice > one*11/10 {
+		t.Errorf("twice the same process: %d KiB, once %d KiB", twice, one)
+	}
+	both, err := together([]int{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sa.rss + sb.rss; both < one || both > sum*9/10 {
+		t.Errorf("two sleeps together %d KiB, want between one's %d KiB and well under the sum of their Rss %d KiB", both, one, sum)
 	}
 }
