@@ -17,13 +17,20 @@ help: ## Show this help.
 build: ## Build peer-finder (and other binaries) into ./bin.
 	$(GO) build -ldflags='$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test: cluster-build images verify ## Run all tests (unit, integration, real pods on the real node; race detector on) against the local cluster.
+test: cluster-build images verify ## Run all tests (unit, integration, real pods on the three real nodes; race detector on) against the local cluster.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@# Reuses a running cluster; one started here is stopped when the tests end.
 	@# test/realnode runs real pods one after another and takes 8-10 minutes on
 	@# 2 shared cores, at go test's default 10m per-package limit: give it room.
-	$(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=30m ./...
+	@# The tally (internal/testing/need) says how many root and real-node tests
+	@# ran and which were skipped, and why.
+	@tally=$$(mktemp); trap 'rm -f "$$tally"' EXIT; \
+	FLOCK_TEST_TALLY=$$tally $(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=30m ./...; rc=$$?; \
+	for k in real-node root; do \
+		echo "$$k tests: $$(grep -c "^$$k ran " "$$tally") ran, $$(grep -c "^$$k skipped " "$$tally") skipped"; \
+		grep "^$$k skipped " "$$tally" | sed 's/^/  /'; \
+	done; exit $$rc
 
 FLOCK_CLUSTER := $(BIN)/flock-cluster
 

@@ -42,10 +42,10 @@ type Options struct {
 	Nodes, Zones int
 	// ReadyDelay is how long a started pod stays not ready (default 500ms).
 	ReadyDelay time.Duration
-	// RealNode says whether to start the real node (default RealNodeOff;
-	// flock-cluster and the shared test cluster use RealNodeFromEnv).
-	RealNode RealNodeMode
-	// ImagesDir holds the OCI archives the real node imports (make images).
+	// RealNodes is how many real nodes to start (default 0; flock-cluster
+	// and the shared test cluster use RealNodesFromEnv).
+	RealNodes int
+	// ImagesDir holds the OCI archives the real nodes import (make images).
 	ImagesDir string
 	// Timeout bounds the start (default 2m).
 	Timeout  time.Duration
@@ -66,9 +66,6 @@ func (o *Options) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
 	}
-	if o.RealNode == "" {
-		o.RealNode = RealNodeOff
-	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -85,11 +82,11 @@ type State struct {
 	DNSAddr    string `json:"dnsAddr"`    // CoreDNS host:port, UDP and TCP
 	Domain     string `json:"domain"`
 	Nodes      int    `json:"nodes"`
-	// RealNode is the running real node, if any; RealNodeSkipped says why
-	// there is none.
-	RealNode        *RealNode `json:"realNode,omitempty"`
-	RealNodeSkipped string    `json:"realNodeSkipped,omitempty"`
-	Started         time.Time `json:"started"`
+	// RealNodes are the real nodes, if any; RealNodeSkipped says why there
+	// are none.
+	RealNodes       []*RealNode `json:"realNodes,omitempty"`
+	RealNodeSkipped string      `json:"realNodeSkipped,omitempty"`
+	Started         time.Time   `json:"started"`
 	// Procs are the processes started, in start order; they stop in reverse.
 	Procs []Proc `json:"procs"`
 }
@@ -102,6 +99,9 @@ type Proc struct {
 	// StartTime is the process start time from /proc/<pid>/stat; together with
 	// the pid it identifies the process, so a reused pid is never signalled.
 	StartTime uint64 `json:"startTime"`
+	// Down marks a process stopped on purpose (a node fault): it is not
+	// expected to run until it is started again.
+	Down bool `json:"down,omitempty"`
 }
 
 // DefaultStateDir is $FLOCK_STATE_DIR, else <repoRoot>/.state/cluster: one
@@ -133,7 +133,7 @@ func Load(dir string) (*State, error) {
 		return nil, fmt.Errorf("parse %s: %w", filepath.Join(dir, stateFile), err)
 	}
 	for _, p := range s.Procs {
-		if !p.alive() {
+		if !p.Down && !p.alive() {
 			return &s, fmt.Errorf("%w (%s, pid %d, exited; see %s)", ErrNotRunning, p.Name, p.Pid, s.LogFile(p.Name))
 		}
 	}
@@ -214,8 +214,10 @@ func upLocked(ctx context.Context, o Options) (*State, bool, error) {
 	old, err := Load(o.StateDir)
 	if err == nil {
 		err = old.healthy(ctx)
-		if err == nil && old.RealNode != nil {
-			err = old.RealNode.LoadImages(ctx, o.ImagesDir) // rebuilt since the start
+		for _, n := range old.RealNodes {
+			if err == nil && n.Down == "" {
+				err = n.LoadImages(ctx, o.ImagesDir) // rebuilt since the start
+			}
 		}
 		if err == nil {
 			o.Log.Debug("reusing running cluster", "stateDir", o.StateDir)
@@ -348,9 +350,9 @@ func (s *State) stop(log *slog.Logger) {
 		}
 		log.Debug("stopped component", "component", p.Name, "pid", p.Pid)
 	}
-	if s.RealNode != nil {
-		if err := releaseNode(s.StateDir); err != nil {
-			log.Warn("clean up real node", "err", err)
+	if len(s.RealNodes) > 0 {
+		if err := releaseNodes(s.StateDir); err != nil {
+			log.Warn("clean up real nodes", "err", err)
 		}
 	}
 }
@@ -450,18 +452,15 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create config dir: %w", err)
 	}
-	node, skipped, err := prepareNode(ctx, o)
+	nodes, skipped, err := prepareNodes(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("real node: %w", err)
-	}
-	if node != nil {
-		bins["containerd"] = nodePackageFile("containerd")
+		return nil, fmt.Errorf("real nodes: %w", err)
 	}
 	host := "127.0.0.1"
-	if node != nil {
-		host = RealNodeIP // pods reach the control plane on the node's bridge
+	if len(nodes) > 0 {
+		host = ControlPlaneIP // pods reach the control plane on real-0's bridge
 	} else {
-		fmt.Fprintf(o.Progress, "  real node not started: %s\n", skipped)
+		fmt.Fprintf(o.Progress, "  real nodes not started: %s\n", skipped)
 	}
 	ports, err := FreePorts(8)
 	if err != nil {
@@ -478,35 +477,40 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		Nodes:      o.Nodes,
 		Started:    time.Now(),
 
-		RealNode: node, RealNodeSkipped: skipped,
+		RealNodes: nodes, RealNodeSkipped: skipped,
 	}
 	defer func() {
 		if err != nil {
 			s.stop(o.Log)
 		}
 	}()
-	if node != nil {
+	if len(nodes) > 0 {
 		if err := s.save(); err != nil { // so that "down" undoes the node setup
 			return nil, err
 		}
 	}
 	kc := func(name string) string { return filepath.Join(cfgDir, name+".kubeconfig") }
-	if err := writePKI(o.StateDir, s.Server, map[string]clientIdentity{
+	clients := map[string]clientIdentity{
 		"admin.kubeconfig":                          {"flock-admin", []string{"system:masters"}},
 		"config/kube-controller-manager.kubeconfig": {"system:kube-controller-manager", nil},
 		"config/kube-scheduler.kubeconfig":          {"system:kube-scheduler", nil},
 		"config/kwok.kubeconfig":                    {"flock-kwok", []string{"system:masters"}},
 		"config/coredns.kubeconfig":                 {"flock-coredns", nil},
-		"config/kubelet.kubeconfig":                 {"system:node:" + RealNodeName, []string{"system:nodes"}},
 		"config/kube-proxy.kubeconfig":              {"system:kube-proxy", nil},
 		"config/hostdir-provisioner.kubeconfig":     {"flock-hostdir-provisioner", []string{"system:masters"}},
-	}); err != nil {
+	}
+	var kubelets []string // the kubelets' serving names and addresses
+	for _, n := range nodes {
+		clients["config/kubelet-"+n.Name+".kubeconfig"] = clientIdentity{"system:node:" + n.Name, []string{"system:nodes"}}
+		kubelets = append(kubelets, n.Name, n.IP)
+	}
+	if err := writePKI(o.StateDir, s.Server, kubelets, clients); err != nil {
 		return nil, err
 	}
 	pki := func(name string) string { return filepath.Join(o.StateDir, "pki", name) }
 
-	run := func(name string, args ...string) error {
-		p, err := startProc(o.StateDir, name, bins[name], args)
+	startBin := func(name, bin string, args ...string) error {
+		p, err := startProc(o.StateDir, name, bin, args)
 		if err != nil {
 			return err
 		}
@@ -514,6 +518,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		o.Log.Debug("started component", "component", name, "pid", p.Pid)
 		return s.save() // so that "down" finds a half-started cluster too
 	}
+	run := func(name string, args ...string) error { return startBin(name, bins[name], args...) }
 	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
@@ -553,7 +558,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
-	if node == nil {
+	if len(nodes) == 0 {
 		// The default reconciler would publish 127.0.0.1 as the endpoint of
 		// the kubernetes Service, which EndpointSlices reject.
 		apiArgs = append(apiArgs, "--endpoint-reconciler-type=none")
@@ -649,9 +654,9 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		return nil, err
 	}
 	step("CoreDNS answering")
-	if node != nil {
-		if err := startNode(ctx, s, o, cs, run); err != nil {
-			return nil, fmt.Errorf("real node: %w", err)
+	if len(nodes) > 0 {
+		if err := startNodes(ctx, s, o, cs, bins, startBin); err != nil {
+			return nil, fmt.Errorf("real nodes: %w", err)
 		}
 	}
 	fmt.Fprintf(o.Progress, "local cluster up in %.1fs; logs in %s\n", time.Since(begin).Seconds(), logs)

@@ -3,17 +3,15 @@ package localcluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -27,271 +25,278 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The real node: one kubelet with containerd, runc and CNI on this machine,
-// beside the simulated nodes. Its addresses are fixed, so there is at most
-// one per machine (see claimNode).
+// The real nodes: real-0, real-1, ... on this machine, beside the simulated
+// ones. Each is a kubelet with its own containerd (root, state, socket), its
+// own bridge and pod /24, its own kubelet, pod-log and CNI directories, and
+// its own mount namespace, in which the node-local directories (NodeLocalDir,
+// NodeVolumesDir) are that node's alone and SharedDir is the same for all.
+// The nodes share this machine's network namespace: one kube-proxy serves
+// them all, and routing between their bridges is this machine's.
 const (
-	// RealNodeName is the real node's Node name.
-	RealNodeName = "real-0"
 	// RealNodeLabel is the label (value "true") and NoSchedule taint key of
-	// the real node: only pods that select and tolerate it land there.
+	// the real nodes: only pods that select and tolerate it land there.
 	RealNodeLabel = "node.flockd.io/real"
-	// RealNodeIP is the node's address, on its own bridge; the control plane
-	// listens there too when the node runs, so pods reach it.
-	RealNodeIP = "10.245.0.1"
-	// DNSServiceIP is the kube-dns Service (CoreDNS), the kubelet's clusterDNS.
+	// ControlPlaneIP is where pods reach the control plane: real-0's
+	// bridge address, which stays up while real-0 is stopped or killed.
+	ControlPlaneIP = "10.245.0.1"
+	// DNSServiceIP is the kube-dns Service (CoreDNS), the kubelets' clusterDNS.
 	DNSServiceIP = "10.96.0.10"
+	// DefaultRealNodes is how many real nodes flock-cluster and the test
+	// bed start as root.
+	DefaultRealNodes = 3
 
-	realPodCIDR = "10.245.0.0/24"
-	nodeBridge  = "flock0"
-	nodeTable   = "flock_node" // our nftables table (inet family)
-	// nodeRunDir holds what must be short or machine-wide: sockets, the owner
-	// record and its lock.
-	nodeRunDir = "/run/flock-node"
+	// NodeLocalDir is node-local: the same path on every real node, a
+	// different directory on each (hostPath volumes, flock-controller's
+	// node-pinned storage).
+	NodeLocalDir = "/var/lib/flock"
+	// NodeVolumesDir is where the default StorageClass's volumes live, also
+	// node-local.
+	NodeVolumesDir = "/var/lib/flock-volumes"
+	// SharedDir is one directory seen by every real node, as an NFS mount
+	// would be (one shared hosts file for a whole job).
+	SharedDir = "/var/lib/flock-shared"
+
+	maxRealNodes = 16
+	// realNodesCIDR holds every real node's pod /24: 10.245.<i>.0/24.
+	realNodesCIDR = "10.245.0.0/16"
+	bridgePrefix  = "flock" // bridges flock0, flock1, ...
+	zoneLabel     = "topology.kubernetes.io/zone"
 )
 
-// RealNodeMode says whether Up starts the real node.
-type RealNodeMode string
-
-const (
-	// RealNodeAuto starts it when running as root and no other cluster on this
-	// machine has it; otherwise the cluster runs without it and says why.
-	RealNodeAuto RealNodeMode = "auto"
-	// RealNodeOff never starts it.
-	RealNodeOff RealNodeMode = "off"
-)
-
-// RealNodeFromEnv is the mode $FLOCK_REAL_NODE asks for: "0" or "off" turn
-// the real node off, anything else is auto.
-func RealNodeFromEnv() RealNodeMode {
+// RealNodesFromEnv is how many real nodes the environment asks for:
+// $FLOCK_REAL_NODES, else DefaultRealNodes; FLOCK_REAL_NODE=0 (the
+// single-node spelling) turns them off too.
+func RealNodesFromEnv() int {
 	switch os.Getenv("FLOCK_REAL_NODE") {
 	case "0", "off", "false":
-		return RealNodeOff
+		return 0
 	}
-	return RealNodeAuto
-}
-
-// RealNode describes a running real node.
-type RealNode struct {
-	Name       string `json:"name"`
-	IP         string `json:"ip"`
-	Dir        string `json:"dir"`        // kubelet root, containerd root, configs
-	Containerd string `json:"containerd"` // containerd socket path
-	// IPForward is net.ipv4.ip_forward before Up set it, restored by Down.
-	IPForward string `json:"ipForward"`
-}
-
-// nodePackages are the Debian packages the real node runs on, by a file each
-// provides; Build installs the missing ones.
-var nodePackages = []struct{ pkg, file string }{
-	{"runc", "/usr/sbin/runc"},
-	{"containerd", "/usr/bin/containerd"},
-	{"containernetworking-plugins", "/usr/lib/cni/bridge"},
-	{"nftables", "/usr/sbin/nft"},
-	{"iptables", "/usr/sbin/iptables"},
-	{"conntrack", "/usr/sbin/conntrack"},
-	{"iproute2", "/usr/sbin/ip"},
-}
-
-// InstallNodePackages installs the real node's Debian packages that are
-// missing. Without root or apt-get it only reports what is missing.
-func InstallNodePackages(ctx context.Context, progress io.Writer) error {
-	var missing []string
-	for _, p := range nodePackages {
-		if _, err := os.Stat(p.file); err != nil {
-			missing = append(missing, p.pkg)
+	if v := os.Getenv("FLOCK_REAL_NODES"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return n
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	return DefaultRealNodes
+}
+
+// RealNode describes one real node.
+type RealNode struct {
+	Name    string `json:"name"`
+	IP      string `json:"ip"`
+	Zone    string `json:"zone"`
+	Bridge  string `json:"bridge"`
+	PodCIDR string `json:"podCIDR"`
+	// Dir holds the node's kubelet and containerd roots, configs and the
+	// directories behind its node-local paths (see HostPath).
+	Dir string `json:"dir"`
+	// RunDir holds its containerd socket and state.
+	RunDir     string `json:"runDir"`
+	Containerd string `json:"containerd"` // containerd socket path
+	// MountNS is the file its mount namespace is bound to; its kubelet,
+	// containerd and containers run there.
+	MountNS string `json:"mountNS"`
+	// Shared is the directory on this machine behind SharedDir.
+	Shared string `json:"shared"`
+	// Down is set while the node is down on purpose: "stopped" (its
+	// kubelet) or "killed" (everything of it).
+	Down string `json:"down,omitempty"`
+}
+
+func newRealNode(stateDir string, i int) *RealNode {
+	name := fmt.Sprintf("real-%d", i)
+	run := filepath.Join(nodeRunDir, name)
+	return &RealNode{
+		Name: name, IP: fmt.Sprintf("10.245.%d.1", i), Zone: fmt.Sprintf("zone-real-%d", i),
+		Bridge: fmt.Sprintf("%s%d", bridgePrefix, i), PodCIDR: fmt.Sprintf("10.245.%d.0/24", i),
+		Dir:    filepath.Join(stateDir, "nodes", name),
+		RunDir: run, Containerd: filepath.Join(run, "containerd.sock"),
+		MountNS: filepath.Join(nodeRunDir, "ns", name),
+		Shared:  filepath.Join(stateDir, "nodes", "shared"),
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintf(progress, "real node: needs root to install %s; the cluster will run without it\n", strings.Join(missing, " "))
-		return nil
+}
+
+func (n *RealNode) save() error { return writeJSON(filepath.Join(n.Dir, "node.json"), n) }
+
+// bind is a directory of this machine mounted at a path of the node.
+type bind struct{ src, dst string }
+
+func (n *RealNode) binds() []bind {
+	return []bind{
+		{filepath.Join(n.Dir, "local"), NodeLocalDir},
+		{filepath.Join(n.Dir, "volumes"), NodeVolumesDir},
+		{n.Shared, SharedDir},
 	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		fmt.Fprintf(progress, "real node: no apt-get to install %s; the cluster will run without it\n", strings.Join(missing, " "))
-		return nil
+}
+
+// HostPath is where path, as the node's pods and kubelet see it, is on this
+// machine: below n.Dir for the node-local directories, the shared directory
+// for SharedDir, path itself otherwise.
+func (n *RealNode) HostPath(path string) string {
+	path = filepath.Clean(path)
+	for _, b := range n.binds() {
+		if rel, err := filepath.Rel(b.dst, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(b.src, rel)
+		}
 	}
-	fmt.Fprintf(progress, "installing the real node's packages: %s\n", strings.Join(missing, " "))
-	install := func() error {
-		args := append([]string{"install", "-y", "--no-install-recommends"}, missing...)
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = progress, progress
-		return cmd.Run()
+	return path
+}
+
+// makeMountNS makes the node's mount namespace: this machine's mounts (and
+// later changes to them) with the node-local directories bound over.
+func (n *RealNode) makeMountNS(ctx context.Context) error {
+	dir := filepath.Dir(n.MountNS)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if install() == nil {
-		return nil
+	// A namespace can be bound only to a file on a private mount.
+	if len(mountsMatching(func(p string) bool { return p == dir })) == 0 {
+		if err := run(ctx, "mount", "--bind", dir, dir); err != nil {
+			return err
+		}
 	}
-	update := exec.CommandContext(ctx, "apt-get", "update")
-	update.Stdout, update.Stderr = progress, progress
-	if err := update.Run(); err != nil {
-		return fmt.Errorf("apt-get update: %w", err)
+	if err := run(ctx, "mount", "--make-private", dir); err != nil {
+		return err
 	}
-	if err := install(); err != nil {
-		return fmt.Errorf("install %s: %w", strings.Join(missing, " "), err)
+	if err := os.WriteFile(n.MountNS, nil, 0o644); err != nil {
+		return fmt.Errorf("mount namespace file: %w", err)
+	}
+	if err := run(ctx, "unshare", "--mount="+n.MountNS, "--propagation=slave", "true"); err != nil {
+		return fmt.Errorf("mount namespace of %s: %w", n.Name, err)
+	}
+	for _, b := range n.binds() {
+		for _, d := range []string{b.src, b.dst} { // dst: the mount point, on this machine too
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("node dir: %w", err)
+			}
+		}
+		if err := run(ctx, "nsenter", "--mount="+n.MountNS, "mount", "--bind", b.src, b.dst); err != nil {
+			return fmt.Errorf("node-local %s of %s: %w", b.dst, n.Name, err)
+		}
 	}
 	return nil
 }
 
-// nodeUnavailable says why this process cannot run the real node, or "".
-func nodeUnavailable(o Options) string {
-	if o.RealNode == RealNodeOff {
-		return "turned off (FLOCK_REAL_NODE=0 or -real-node=off)"
-	}
-	if os.Geteuid() != 0 {
-		return "needs root"
-	}
-	for _, p := range nodePackages {
-		if _, err := os.Stat(p.file); err != nil {
-			return fmt.Sprintf("%s is missing (package %s; \"make cluster-build\" as root installs it)", p.file, p.pkg)
-		}
-	}
-	if o.ImagesDir == "" {
-		return "no images dir"
-	}
-	if _, err := os.Stat(filepath.Join(o.ImagesDir, "pause.tar")); err != nil {
-		return fmt.Sprintf("no %s (run \"make images\")", filepath.Join(o.ImagesDir, "pause.tar"))
-	}
-	return ""
-}
-
-// ownerFile records which state dir's cluster holds the machine's real node.
-var ownerFile = filepath.Join(nodeRunDir, "owner")
-
-// claimNode makes stateDir the owner of the machine's real node, unless a
-// live cluster of another state dir holds it (busy is then its state dir).
-// Leftovers of an owner that is gone are cleaned up first. The caller holds
-// lockNode.
-func claimNode(stateDir string) (busy string, err error) {
-	b, err := os.ReadFile(ownerFile)
-	if err == nil {
-		prev := strings.TrimSpace(string(b))
-		if prev != stateDir {
-			if s, err := Load(prev); err == nil && s.RealNode != nil {
-				return prev, nil
+// kill SIGKILLs every process of the node (its kubelet, containerd, shims
+// and their containers) at once and drops its mount namespace, as a power
+// loss would. Its directories stay on disk.
+func (n *RealNode) kill() {
+	if fi, err := os.Stat(n.MountNS); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ns := fmt.Sprintf("mnt:[%d]", st.Ino)
+			pids := pidsInMountNS(ns)
+			for _, pid := range pids {
+				killTree(pid)
+			}
+			for i := 0; i < 100 && len(pidsInMountNS(ns)) > 0; i++ {
+				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		cleanupNode(prev)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read real node owner: %w", err)
 	}
-	cleanupNode(stateDir)
-	if err := os.WriteFile(ownerFile, []byte(stateDir+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("record real node owner: %w", err)
-	}
-	return "", nil
+	_ = syscall.Unmount(n.MountNS, syscall.MNT_DETACH)
+	_ = os.Remove(n.MountNS)
 }
 
-// lockNode serializes the machine's clusters around the real node.
-func lockNode(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(nodeRunDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", nodeRunDir, err)
-	}
-	return lockFile(ctx, filepath.Join(nodeRunDir, "lock"), syscall.LOCK_EX)
-}
-
-// prepareNode claims the real node and sets up its network before the
-// control plane starts, which then listens on RealNodeIP. It returns nil and
-// a reason when the cluster runs without it.
-func prepareNode(ctx context.Context, o Options) (_ *RealNode, skipped string, err error) {
-	if why := nodeUnavailable(o); why != "" {
-		return nil, why, nil
-	}
-	unlock, err := lockNode(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	defer unlock()
-	busy, err := claimNode(o.StateDir)
-	if err != nil {
-		return nil, "", err
-	}
-	if busy != "" {
-		return nil, "in use by the cluster in " + busy, nil
-	}
-	n := &RealNode{
-		Name: RealNodeName, IP: RealNodeIP,
-		Dir:        filepath.Join(o.StateDir, "node"),
-		Containerd: filepath.Join(nodeRunDir, "containerd.sock"),
-	}
-	if err := os.RemoveAll(n.Dir); err != nil {
-		return nil, "", fmt.Errorf("clean real node dir: %w", err)
-	}
-	fwd, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	if err != nil {
-		return nil, "", fmt.Errorf("read ip_forward: %w", err)
-	}
-	n.IPForward = strings.TrimSpace(string(fwd))
-	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-		return nil, "", fmt.Errorf("create real node dir: %w", err)
-	}
-	// Recorded before anything is set up, so that Down undoes a half setup.
-	if err := writeJSON(filepath.Join(n.Dir, "node.json"), n); err != nil {
-		return nil, "", err
-	}
-	for _, c := range [][]string{
-		{"ip", "link", "add", nodeBridge, "type", "bridge"},
-		{"ip", "addr", "add", RealNodeIP + "/24", "dev", nodeBridge},
-		{"ip", "link", "set", nodeBridge, "up"},
-	} {
-		if err := run(ctx, c...); err != nil {
-			return nil, "", err
-		}
-	}
-	// Pods reach services (and each other through them) only with these;
-	// the forward rule below keeps their traffic on the bridge.
-	for file, v := range map[string]string{
-		"/proc/sys/net/ipv4/ip_forward":                "1",
-		"/proc/sys/net/bridge/bridge-nf-call-iptables": "1",
-	} {
-		if err := os.WriteFile(file, []byte(v), 0o644); err != nil {
-			return nil, "", fmt.Errorf("set %s: %w", file, err)
-		}
-	}
-	if err := nft(ctx, nodeRules); err != nil {
-		return nil, "", err
-	}
-	return n, "", nil
-}
-
-// nodeRules keep pod traffic on this machine: nothing forwarded from the
-// bridge leaves through another interface (no masquerade is set up either).
-var nodeRules = `table inet ` + nodeTable + ` {
-	chain forward {
-		type filter hook forward priority filter; policy accept;
-		iifname "` + nodeBridge + `" oifname != "` + nodeBridge + `" counter drop
-		oifname "` + nodeBridge + `" iifname != { "` + nodeBridge + `", "lo" } counter drop
-	}
-}
-`
+// procName is the name of a node's component in State.Procs and logs/.
+func (n *RealNode) procName(component string) string { return n.Name + "-" + component }
 
 // nodeConfig is what the node's config templates need.
 type nodeConfig struct {
-	Dir, RunDir, Socket, StateDir, PKI   string
-	NodeIP, PodCIDR, Bridge, DNS, Domain string
-	HealthzPort, ProxyHealthz, ProxyMetr int
-	SandboxImage                         string
+	*RealNode
+	StateDir, PKI, DNS, Domain string
+	HealthzPort                int
+	SandboxImage               string
 }
 
-// startNode starts containerd, the kubelet and kube-proxy, loads the images
-// and waits until the node is Ready.
-func startNode(ctx context.Context, s *State, o Options, cs kubernetes.Interface, start func(name string, args ...string) error) error {
-	n := s.RealNode
-	ports, err := FreePorts(3)
+// startFunc starts a component process named name from bin and records it.
+type startFunc func(name, bin string, args ...string) error
+
+// startNodes starts every real node (containerd with the images, kubelet),
+// then kube-proxy and the volume provisioner, and waits until all are Ready.
+func startNodes(ctx context.Context, s *State, o Options, cs kubernetes.Interface, bins map[string]string, start startFunc) error {
+	begin := time.Now()
+	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
+	for _, n := range s.RealNodes {
+		if err := n.configure(s); err != nil {
+			return err
+		}
+		if err := n.makeMountNS(ctx); err != nil {
+			return err
+		}
+		if err := n.startContainerd(ctx, s, start); err != nil {
+			return err
+		}
+	}
+	// Imports in parallel: each containerd unpacks its own copy.
+	errs := make([]error, len(s.RealNodes))
+	var wg sync.WaitGroup
+	for i, n := range s.RealNodes {
+		wg.Go(func() { errs[i] = n.LoadImages(ctx, o.ImagesDir) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	step("real nodes: containerd, images")
+	for _, n := range s.RealNodes {
+		if err := n.startKubelet(s, bins["kubelet"], start); err != nil {
+			return err
+		}
+	}
+	ports, err := FreePorts(2)
+	if err != nil {
+		return err
+	}
+	kc := filepath.Join(s.StateDir, "config")
+	if err := start("kube-proxy", bins["kube-proxy"],
+		"--kubeconfig="+filepath.Join(kc, "kube-proxy.kubeconfig"),
+		// One kube-proxy for all real nodes: they share this machine's
+		// network namespace, where its rules serve every bridge.
+		"--hostname-override="+s.RealNodes[0].Name,
+		"--proxy-mode=nftables",
+		"--cluster-cidr="+realNodesCIDR,
+		"--nodeport-addresses="+realNodesCIDR,
+		"--healthz-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+	); err != nil {
+		return err
+	}
+	if err := clusterDNSService(ctx, cs, s.DNSAddr); err != nil {
+		return err
+	}
+	for _, n := range s.RealNodes {
+		if err := waitNodeReady(ctx, s, cs, n.Name); err != nil {
+			return err
+		}
+	}
+	if err := waitHTTP(ctx, s, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), false); err != nil {
+		return err
+	}
+	if err := startStorage(ctx, s, cs, bins, start); err != nil {
+		return err
+	}
+	step(fmt.Sprintf("%d real nodes ready", len(s.RealNodes)))
+	return nil
+}
+
+// configure writes the node's directories and config files.
+func (n *RealNode) configure(s *State) error {
+	ports, err := FreePorts(1)
 	if err != nil {
 		return err
 	}
 	c := nodeConfig{
-		Dir: n.Dir, RunDir: nodeRunDir, Socket: n.Containerd, StateDir: s.StateDir,
-		PKI: filepath.Join(s.StateDir, "pki"), NodeIP: n.IP, PodCIDR: realPodCIDR, Bridge: nodeBridge,
-		DNS: DNSServiceIP, Domain: Domain,
-		HealthzPort: ports[0], ProxyHealthz: ports[1], ProxyMetr: ports[2],
+		RealNode: n, StateDir: s.StateDir, PKI: filepath.Join(s.StateDir, "pki"),
+		DNS: DNSServiceIP, Domain: Domain, HealthzPort: ports[0],
 		SandboxImage: "ghcr.io/flockd/pause:dev",
 	}
-	for _, d := range []string{"cni/net.d", "cni/ipam", "kubelet", "pod-logs", "containerd/root"} {
-		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
+	for _, d := range []string{"cni/net.d", "cni/ipam", "kubelet", "pod-logs", "containerd/root", n.RunDir} {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(n.Dir, d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create real node dir: %w", err)
 		}
 	}
@@ -309,75 +314,54 @@ func startNode(ctx context.Context, s *State, o Options, cs kubernetes.Interface
 			return fmt.Errorf("write %s: %w", file, err)
 		}
 	}
-	begin := time.Now()
-	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
-	if err := start("containerd", "--config="+filepath.Join(n.Dir, "containerd.toml")); err != nil {
+	return nil
+}
+
+// inNode is the argv prefix that runs a command in the node's mount namespace.
+func (n *RealNode) inNode(bin string) (string, []string) {
+	return nodePackageFile("util-linux"), []string{"--mount=" + n.MountNS, "--", bin}
+}
+
+func (n *RealNode) startContainerd(ctx context.Context, s *State, start startFunc) error {
+	bin, args := n.inNode(nodePackageFile("containerd"))
+	if err := start(n.procName("containerd"), bin, append(args, "--config="+filepath.Join(n.Dir, "containerd.toml"))...); err != nil {
 		return err
 	}
-	if err := poll(ctx, s, "containerd socket", func(ctx context.Context) error {
+	return poll(ctx, s, n.Name+" containerd socket", func(ctx context.Context) error {
 		return run(ctx, "ctr", "--address="+n.Containerd, "version")
-	}); err != nil {
-		return err
-	}
-	if err := n.LoadImages(ctx, o.ImagesDir); err != nil {
-		return err
-	}
-	step("real node: containerd, images")
-	kc := filepath.Join(s.StateDir, "config")
-	if err := start("kubelet",
+	})
+}
+
+func (n *RealNode) startKubelet(s *State, kubelet string, start startFunc) error {
+	bin, args := n.inNode(kubelet)
+	return start(n.procName("kubelet"), bin, append(args,
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
-		"--kubeconfig="+filepath.Join(kc, "kubelet.kubeconfig"),
+		"--kubeconfig="+filepath.Join(s.StateDir, "config", "kubelet-"+n.Name+".kubeconfig"),
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override="+n.Name,
 		"--node-ip="+n.IP,
-		"--node-labels="+RealNodeLabel+"=true",
+		"--node-labels="+RealNodeLabel+"=true,"+zoneLabel+"="+n.Zone+",topology.kubernetes.io/region=local",
 		"--register-with-taints="+RealNodeLabel+"=true:NoSchedule",
 		"--v=1",
-	); err != nil {
-		return err
-	}
-	if err := start("kube-proxy",
-		"--kubeconfig="+filepath.Join(kc, "kube-proxy.kubeconfig"),
-		"--hostname-override="+n.Name,
-		"--proxy-mode=nftables",
-		"--cluster-cidr="+realPodCIDR,
-		"--nodeport-addresses="+realPodCIDR,
-		"--healthz-bind-address=127.0.0.1:"+strconv.Itoa(c.ProxyHealthz),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(c.ProxyMetr),
-		"--conntrack-max-per-core=0",
-		"--conntrack-tcp-timeout-established=0",
-		"--conntrack-tcp-timeout-close-wait=0",
-	); err != nil {
-		return err
-	}
-	if err := clusterDNSService(ctx, cs, s.DNSAddr); err != nil {
-		return err
-	}
-	if err := poll(ctx, s, "real node Ready", func(ctx context.Context) error {
-		nd, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	)...)
+}
+
+func waitNodeReady(ctx context.Context, s *State, cs kubernetes.Interface, name string) error {
+	return poll(ctx, s, "node "+name+" Ready", func(ctx context.Context) error {
+		nd, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if !nodeReady(nd) {
-			return fmt.Errorf("node %s not ready", n.Name)
+			return fmt.Errorf("node %s not ready", name)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, s, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ProxyHealthz), false); err != nil {
-		return err
-	}
-	if err := startStorage(ctx, s, cs, start); err != nil {
-		return err
-	}
-	step("real node ready")
-	return nil
+	})
 }
 
 // clusterDNSService is the kube-dns Service in front of CoreDNS, which runs
-// on this machine: its EndpointSlice names the node's address.
+// on this machine: its EndpointSlice names the control plane's address.
 func clusterDNSService(ctx context.Context, cs kubernetes.Interface, dnsAddr string) error {
 	_, p, _ := strings.Cut(dnsAddr, ":")
 	port, err := strconv.Atoi(p)
@@ -403,7 +387,7 @@ func clusterDNSService(ctx context.Context, cs kubernetes.Interface, dnsAddr str
 			Labels: map[string]string{discoveryv1.LabelServiceName: "kube-dns", discoveryv1.LabelManagedBy: "flock-cluster"},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{RealNodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ControlPlaneIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(int32(port))},
 			{Name: ptr.To("dns-tcp"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(port))},
@@ -441,210 +425,23 @@ func (n *RealNode) LoadImages(ctx context.Context, dir string) error {
 	for _, t := range tars {
 		if err := run(ctx, "ctr", "--address="+n.Containerd, "--namespace=k8s.io", "images", "import",
 			"--platform=linux/"+runtime.GOARCH, t); err != nil {
-			return fmt.Errorf("import image %s: %w", filepath.Base(t), err)
+			return fmt.Errorf("%s: import image %s: %w", n.Name, filepath.Base(t), err)
 		}
 	}
 	return os.WriteFile(stamp, []byte(sum), 0o644)
 }
 
-// cleanupNode undoes everything a real node of stateDir may have left: its
-// processes and their containers, mounts, network namespaces, the bridge,
-// firewall rules, sysctls. Errors are ignored: each step is best effort and
-// safe to repeat, and Up runs it again before a new start.
-func cleanupNode(stateDir string) {
-	dir := filepath.Join(stateDir, "node")
-	var n RealNode
-	if b, err := os.ReadFile(filepath.Join(dir, "node.json")); err == nil {
-		_ = json.Unmarshal(b, &n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// Processes of this node (kubelet, kube-proxy, containerd) and the
-	// containerd shims with everything they started.
-	sock := filepath.Join(nodeRunDir, "containerd.sock")
-	for _, pid := range pidsMatching(func(cmdline string) bool {
-		return strings.Contains(cmdline, dir+string(filepath.Separator)) || strings.Contains(cmdline, sock)
-	}) {
-		killTree(pid)
-	}
-	// Mounts below the node dir and the CNI network namespaces, deepest first.
-	for _, m := range mountsMatching(func(p string) bool {
-		return strings.HasPrefix(p, dir+string(filepath.Separator)) || strings.HasPrefix(p, "/run/netns/cni-") ||
-			strings.HasPrefix(p, filepath.Join(nodeRunDir, "containerd-state")+string(filepath.Separator))
-	}) {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
-	}
-	ns, _ := filepath.Glob("/run/netns/cni-*")
-	for _, p := range ns {
-		_ = os.Remove(p)
-	}
-	_ = run(ctx, "ip", "link", "del", nodeBridge)
-	_ = run(ctx, "nft", "delete", "table", "inet", nodeTable)
-	// kube-proxy's own tables.
-	for _, fam := range []string{"ip", "ip6"} {
-		_ = run(ctx, "nft", "delete", "table", fam, "kube-proxy")
-	}
-	// iptables chains of CNI portmap (CNI-*) and the kubelet's canaries (KUBE-*).
-	for _, cmd := range []string{"iptables", "ip6tables"} {
-		for _, table := range []string{"nat", "filter", "mangle"} {
-			out, err := exec.CommandContext(ctx, cmd, "-t", table, "-S").Output()
-			if err == nil {
-				cleanupChains(ctx, cmd, table, string(out))
-			}
-		}
-	}
-	if n.IPForward != "" {
-		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(n.IPForward), 0o644)
-	}
-	_ = os.RemoveAll(filepath.Join(nodeRunDir, "containerd-state"))
-	_ = os.Remove(sock)
-	_ = os.Remove(sock + ".ttrpc")
-}
-
-// ourChain reports whether an iptables chain is one the node's CNI plugins
-// or kubelet create.
-func ourChain(name string) bool {
-	return strings.HasPrefix(name, "CNI-") || strings.HasPrefix(name, "KUBE-")
-}
-
-// cleanupChains deletes the rules jumping to our chains and then the chains
-// themselves, from "cmd -t table -S" output.
-func cleanupChains(ctx context.Context, cmd, table, rules string) {
-	var chains []string
-	for _, line := range strings.Split(rules, "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 2 && f[0] == "-N" && ourChain(f[1]):
-			chains = append(chains, f[1])
-		case len(f) > 2 && f[0] == "-A" && !ourChain(f[1]) && slices.ContainsFunc(f[2:], ourChain):
-			_ = run(ctx, append([]string{cmd, "-t", table, "-D"}, f[1:]...)...)
-		}
-	}
-	for _, c := range chains {
-		_ = run(ctx, cmd, "-t", table, "-F", c)
-	}
-	for _, c := range chains {
-		_ = run(ctx, cmd, "-t", table, "-X", c)
-	}
-}
-
-// pidsMatching lists the processes whose command line matches.
-func pidsMatching(match func(cmdline string) bool) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		if match(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// killTree SIGKILLs pid's descendants, then pid.
-func killTree(pid int) {
-	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, c := range strings.Fields(string(children)) {
-		if cp, err := strconv.Atoi(c); err == nil {
-			killTree(cp)
-		}
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-}
-
-// mountsMatching lists mount points that match, deepest first.
-func mountsMatching(match func(path string) bool) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		p := unescapeMount(f[4])
-		if match(p) {
-			out = append(out, p)
-		}
-	}
-	// Deepest first; equal paths (stacked mounts) side by side for Compact.
-	slices.SortFunc(out, func(a, b string) int {
-		if d := strings.Count(b, "/") - strings.Count(a, "/"); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	return slices.Compact(out)
-}
-
-// unescapeMount decodes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func run(ctx context.Context, argv ...string) error {
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-func nft(ctx context.Context, rules string) error {
-	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("nft: %w: %s", err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-var containerdConfig = template.Must(template.New("containerd").Parse(`# containerd of the local cluster's real node (flock-cluster).
+var containerdConfig = template.Must(template.New("containerd").Parse(`# containerd of the local cluster's real node {{.Name}} (flock-cluster).
 version = 2
 root = "{{.Dir}}/containerd/root"
 state = "{{.RunDir}}/containerd-state"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
-  address = "{{.Socket}}"
+  address = "{{.Containerd}}"
 
 [ttrpc]
-  address = "{{.Socket}}.ttrpc"
+  address = "{{.Containerd}}.ttrpc"
 
 [metrics]
   address = ""
@@ -680,7 +477,7 @@ var cniConfig = template.Must(template.New("cni").Parse(`{
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "{{.PodCIDR}}", "gateway": "{{.NodeIP}}"}]],
+        "ranges": [[{"subnet": "{{.PodCIDR}}", "gateway": "{{.IP}}"}]],
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "{{.Dir}}/cni/ipam"
       }
@@ -694,7 +491,7 @@ var cniConfig = template.Must(template.New("cni").Parse(`{
 // CAP_SYS_RESOURCE, swap) and webhook authn/z against the apiserver.
 var kubeletConfig = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: {{.NodeIP}}
+address: {{.IP}}
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -706,7 +503,7 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: {{.PKI}}/ca.crt}
 authorization: {mode: Webhook}
-containerRuntimeEndpoint: unix://{{.Socket}}
+containerRuntimeEndpoint: unix://{{.Containerd}}
 cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
@@ -730,30 +527,3 @@ shutdownGracePeriod: 0s
 // what ClusterFirst pods' search path is extended with: nothing, because
 // nothing outside this machine can be resolved.
 var hostResolvConf = template.Must(template.New("resolv").Parse("nameserver {{.DNS}}\n"))
-
-// releaseNode cleans up the real node of stateDir and gives up its claim.
-func releaseNode(stateDir string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	unlock, err := lockNode(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	cleanupNode(stateDir)
-	if b, err := os.ReadFile(ownerFile); err == nil && strings.TrimSpace(string(b)) == stateDir {
-		if err := os.Remove(ownerFile); err != nil {
-			return fmt.Errorf("release real node: %w", err)
-		}
-	}
-	return nil
-}
-
-func nodePackageFile(pkg string) string {
-	for _, p := range nodePackages {
-		if p.pkg == pkg {
-			return p.file
-		}
-	}
-	panic("unknown node package " + pkg)
-}

@@ -114,7 +114,7 @@ func pemBlock(typ string, der []byte) []byte {
 
 // writePKI generates everything the control plane needs into dir/pki and one
 // kubeconfig per client identity into dir, pointing at server.
-func writePKI(dir, server string, clients map[string]clientIdentity) error {
+func writePKI(dir, server string, kubelets []string, clients map[string]clientIdentity) error {
 	pki := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return fmt.Errorf("create pki dir: %w", err)
@@ -129,15 +129,15 @@ func writePKI(dir, server string, clients map[string]clientIdentity) error {
 	}
 	files := map[string][]byte{"ca.crt": ca.pem, "ca.key": caKey}
 	files["apiserver.crt"], files["apiserver.key"], err = ca.issue("kube-apiserver", nil, []string{
-		"127.0.0.1", "localhost", serviceClusterIP, RealNodeIP,
+		"127.0.0.1", "localhost", serviceClusterIP, ControlPlaneIP,
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + Domain,
 	})
 	if err != nil {
 		return err
 	}
-	// The real node's kubelet serves the apiserver's logs/exec/port-forward
+	// The real nodes' kubelets serve the apiserver's logs/exec/port-forward
 	// requests, which authenticate with their own client certificate.
-	if files["kubelet.crt"], files["kubelet.key"], err = ca.issue("kubelet", nil, []string{RealNodeIP, RealNodeName}); err != nil {
+	if files["kubelet.crt"], files["kubelet.key"], err = ca.issue("kubelet", nil, append([]string{"localhost"}, kubelets...)); err != nil {
 		return err
 	}
 	if files["apiserver-kubelet-client.crt"], files["apiserver-kubelet-client.key"], err = ca.issue(

@@ -103,7 +103,7 @@ func (p Proc) stop(grace time.Duration) error {
 // with the end of its log, or nil.
 func (s *State) deadProc() error {
 	for _, p := range s.Procs {
-		if !p.alive() {
+		if !p.Down && !p.alive() {
 			return fmt.Errorf("%s exited; end of %s:\n%s", p.Name, s.LogFile(p.Name), tail(s.LogFile(p.Name), 15))
 		}
 	}
@@ -114,7 +114,7 @@ func (s *State) deadProc() error {
 func (s *State) Exited() []string {
 	var out []string
 	for _, p := range s.Procs {
-		if !p.alive() {
+		if !p.Down && !p.alive() {
 			out = append(out, p.Name)
 		}
 	}

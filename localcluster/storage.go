@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,23 +13,19 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// StorageClass is the local cluster's default StorageClass: directories on
-// the real node, made and removed by hostdir-provisioner (a component built
-// from hack/components/hostdir-provisioner), which runs on this machine, the
-// real node, and needs no pod to do it.
+// StorageClass is the local cluster's default StorageClass: node-local
+// directories of the real nodes (below NodeVolumesDir on each), made and
+// removed by hostdir-provisioner (a component built from
+// hack/components/hostdir-provisioner), which runs on this machine and needs
+// no pod to do it.
 const StorageClass = "local-path"
 
 // storageProvisioner is the StorageClass's provisioner name.
 const storageProvisioner = "flockd.io/hostdir"
 
 // startStorage sets up the StorageClass and starts the provisioner. Its
-// volumes live in the node dir and go with the cluster.
-func startStorage(ctx context.Context, s *State, cs kubernetes.Interface, start func(name string, args ...string) error) error {
-	n := s.RealNode
-	volumes := filepath.Join(n.Dir, "volumes")
-	if err := os.MkdirAll(volumes, 0o755); err != nil {
-		return fmt.Errorf("create volumes dir: %w", err)
-	}
+// volumes live in the nodes' dirs and go with the cluster.
+func startStorage(ctx context.Context, s *State, cs kubernetes.Interface, bins map[string]string, start startFunc) error {
 	_, err := cs.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        StorageClass,
@@ -39,7 +34,7 @@ func startStorage(ctx context.Context, s *State, cs kubernetes.Interface, start 
 		Provisioner:       storageProvisioner,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
-		// Volumes exist only on the real node, so pods that need one
+		// Volumes exist only on the real nodes, so pods that need one
 		// are scheduled there (and stay Pending on simulated nodes).
 		AllowedTopologies: []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
 			{Key: RealNodeLabel, Values: []string{"true"}},
@@ -48,8 +43,12 @@ func startStorage(ctx context.Context, s *State, cs kubernetes.Interface, start 
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class: %w", err)
 	}
-	return start("hostdir-provisioner",
-		"-kubeconfig="+filepath.Join(s.StateDir, "config", "hostdir-provisioner.kubeconfig"),
-		"-provisioner-name="+storageProvisioner, "-node="+n.Name, "-dir="+volumes,
-	)
+	args := []string{
+		"-kubeconfig=" + filepath.Join(s.StateDir, "config", "hostdir-provisioner.kubeconfig"),
+		"-provisioner-name=" + storageProvisioner, "-path=" + NodeVolumesDir,
+	}
+	for _, n := range s.RealNodes {
+		args = append(args, "-node="+n.Name+"="+n.HostPath(NodeVolumesDir))
+	}
+	return start("hostdir-provisioner", bins["hostdir-provisioner"], args...)
 }

@@ -146,8 +146,8 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("another campaign is running on the cluster in %s", stateDir)
 	}
 	defer release()
-	if state.RealNode == nil {
-		return fmt.Errorf("the local cluster has no real node (%s); the campaign runs real containers", state.RealNodeSkipped)
+	if len(state.RealNodes) == 0 {
+		return fmt.Errorf("the local cluster has no real nodes (%s); the campaign runs real containers", state.RealNodeSkipped)
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {

@@ -8,6 +8,9 @@
 //	flock-cluster status            components, pids, memory and logs of the running cluster
 //	flock-cluster exec -- CMD ARGS  run CMD with the cluster env; a cluster started
 //	                                for it is stopped afterwards once no one uses it
+//	flock-cluster node stop NAME    stop a real node's kubelet (containers keep running)
+//	flock-cluster node kill NAME    SIGKILL all of a real node at once (power loss; data stays)
+//	flock-cluster node start NAME   bring a stopped or killed real node back
 //
 // Progress and logs go to stderr; stdout carries only "export" lines a shell
 // can eval: eval "$(flock-cluster up)".
@@ -53,12 +56,12 @@ func parseArgs(args []string) (config, error) {
 	fs.IntVar(&c.opts.Nodes, "nodes", 4, "simulated nodes")
 	fs.IntVar(&c.opts.Zones, "zones", 2, "zones the nodes are spread over")
 	fs.DurationVar(&c.opts.ReadyDelay, "ready-delay", 500*time.Millisecond, "how long a started pod stays not ready")
-	realNode := fs.String("real-node", string(localcluster.RealNodeFromEnv()),
-		"start the real node (kubelet, containerd): auto (when root and free on this machine) or off; default from $FLOCK_REAL_NODE (0 = off)")
+	fs.IntVar(&c.opts.RealNodes, "real-nodes", localcluster.RealNodesFromEnv(),
+		"real nodes (kubelet, containerd) to start when root and free on this machine; 0 = none; default from $FLOCK_REAL_NODES")
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.BoolVar(&c.version, "version", false, "print the version, commit and Go version, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...")
+		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...|node stop|kill|start NAME")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -67,11 +70,8 @@ func parseArgs(args []string) (config, error) {
 	if c.version {
 		return c, nil
 	}
-	switch m := localcluster.RealNodeMode(*realNode); m {
-	case localcluster.RealNodeAuto, localcluster.RealNodeOff:
-		c.opts.RealNode = m
-	default:
-		return c, fmt.Errorf("-real-node: %q is neither auto nor off", *realNode)
+	if c.opts.RealNodes < 0 {
+		return c, fmt.Errorf("-real-nodes: %d is negative", c.opts.RealNodes)
 	}
 	if fs.NArg() < 1 {
 		fs.Usage()
@@ -89,6 +89,15 @@ func parseArgs(args []string) (config, error) {
 	case "exec":
 		if len(c.args) == 0 {
 			return c, errors.New("exec needs a command")
+		}
+	case "node":
+		if len(c.args) != 2 {
+			return c, errors.New("node needs a fault and a node name: node stop|kill|start NAME")
+		}
+		switch localcluster.NodeFault(c.args[0]) {
+		case localcluster.NodeStop, localcluster.NodeKill, localcluster.NodeStart:
+		default:
+			return c, fmt.Errorf("node: unknown fault %q (stop, kill or start)", c.args[0])
 		}
 	default:
 		fs.Usage()
@@ -170,6 +179,8 @@ func (c config) exec(ctx context.Context, log *slog.Logger) (int, error) {
 		return exit(err)
 	case "exec":
 		return execWith(ctx, o, c.args, log)
+	case "node":
+		return exit(localcluster.FaultNode(ctx, o.StateDir, c.args[1], localcluster.NodeFault(c.args[0])))
 	}
 	return 2, fmt.Errorf("unknown command %q", c.cmd)
 }
@@ -214,17 +225,27 @@ func printStatus(s *localcluster.State) {
 	for _, p := range s.Procs {
 		rss, err := localcluster.RSS(p.Pid)
 		state := fmt.Sprintf("%7.1f MiB", float64(rss)/(1<<20))
-		if err != nil {
+		switch {
+		case p.Down:
+			state, rss = "   down (fault)", 0
+		case err != nil:
 			state = "exited"
 		}
 		total += rss
 		fmt.Printf("  %-24s pid %-8d %s  %s\n", p.Name, p.Pid, state, s.LogFile(p.Name))
 	}
 	fmt.Printf("  %-24s %-12s %7.1f MiB\n", "total", "", float64(total)/(1<<20))
-	if s.RealNode != nil {
-		fmt.Printf("real node %s at %s (dir %s)\n", s.RealNode.Name, s.RealNode.IP, s.RealNode.Dir)
+	for _, n := range s.RealNodes {
+		down := ""
+		if n.Down != "" {
+			down = " (" + n.Down + ")"
+		}
+		fmt.Printf("real node %s%s at %s, %s (dir %s)\n", n.Name, down, n.IP, n.Zone, n.Dir)
+	}
+	if len(s.RealNodes) > 0 {
+		fmt.Printf("shared directory %s (%s on every real node)\n", s.RealNodes[0].Shared, localcluster.SharedDir)
 	} else {
-		fmt.Printf("no real node: %s\n", s.RealNodeSkipped)
+		fmt.Printf("no real nodes: %s\n", s.RealNodeSkipped)
 	}
 }
 

@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string) error {
 	switch *mode {
 	case "auto":
 		s, err := localcluster.Load(localcluster.DefaultStateDir(root))
-		real = err == nil && s.RealNode != nil
+		real = err == nil && len(s.RealNodes) > 0
 	case "real", "simulated":
 	default:
 		return usageError{fmt.Errorf("-mode: %q is not auto, real or simulated", *mode)}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"github.com/flockd/flock/internal/testing/need"
 	"io"
 	"os"
 	"os/exec"
@@ -108,9 +109,7 @@ func TestBadArgumentExits2(t *testing.T) {
 // behind, and checks the orphan is reparented to pause and then reaped, not
 // left a zombie.
 func TestReapsOrphansAsPID1(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a new pid namespace")
-	}
+	need.Root(t, "for a new pid namespace")
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("needs nsenter (util-linux)")
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 )
 
@@ -131,9 +132,7 @@ func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
 // As pid 1 of its container without --, peer-finder reaps the orphans its
 // hooks leave (issue 11 #5), and the hooks' statuses still count.
 func TestPID1ReapsOrphansOfHooks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to start peer-finder as pid 1 of a new pid namespace (euid != 0)")
-	}
+	need.Root(t, "to start peer-finder as pid 1 of a new pid namespace")
 	dns := dnstest.New(t)
 	dns.Peers(svc, "web", 1, 80)
 	dir := t.TempDir()

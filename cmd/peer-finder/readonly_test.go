@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // TestFileSinksOnReadOnlyMount runs the real binary with each file sink on a
@@ -25,9 +26,7 @@ import (
 // again the newest set is written and the hook runs (fault matrix: a
 // read-only file system, per file sink).
 func TestFileSinksOnReadOnlyMount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to bind-mount a directory read-only in a private mount namespace (euid != 0)")
-	}
+	need.Root(t, "to bind-mount a directory read-only in a private mount namespace")
 	for _, tool := range []string{"unshare", "nsenter", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s(1): %v", tool, err)

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"bytes"
 	"errors"
+	"github.com/flockd/flock/internal/testing/need"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,9 +152,7 @@ func runInMountNS(t *testing.T, inner string) {
 	if os.Getenv(inMountNS) != "" {
 		t.Skip("already inside the mount namespace")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a mount namespace and mount (euid != 0)")
-	}
+	need.Root(t, "to create a mount namespace and mount")
 	cmd := exec.Command(os.Args[0], "-test.run=^"+inner+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), inMountNS+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}

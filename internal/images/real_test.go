@@ -17,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/flockd/flock/internal/imagebuild"
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // archiveDir is where `make images` writes the archives: bin/images at the
@@ -166,9 +167,10 @@ echo "read-only ok"
 // unpacked, as uid 65532 in a chroot whose root is bind-mounted read-only.
 func TestPeerFinderImageRuns(t *testing.T) {
 	archives := builtArchives(t)
-	if os.Geteuid() != 0 || runtime.GOARCH != "amd64" {
-		t.Skip("needs root on amd64 (chroot, mount namespace)")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the application images run on amd64 only")
 	}
+	need.Root(t, "(chroot, mount namespace)")
 	for _, tool := range []string{"unshare", "chroot", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s", tool)
@@ -216,9 +218,10 @@ func runWithDeadline(cmd *exec.Cmd, d time.Duration) (string, error) {
 // peer-finder's image with runc, read-only.
 func TestContainerdImportAndRun(t *testing.T) {
 	archives := builtArchives(t)
-	if os.Geteuid() != 0 || runtime.GOARCH != "amd64" {
-		t.Skip("needs root on amd64 to run containerd")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the application images run on amd64 only")
 	}
+	need.Root(t, "to run containerd")
 	for _, tool := range []string{"containerd", "ctr", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s", tool)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/imagebuild"
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // fakeRedisDebs writes the Redis image's packages that fakeDebs does not:
@@ -154,9 +155,10 @@ func TestRedisImageRuns(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not built: run make images first", path)
 	}
-	if os.Geteuid() != 0 || runtime.GOARCH != "amd64" {
-		t.Skip("needs root on amd64 (chroot, mount and network namespaces)")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the application images run on amd64 only")
 	}
+	need.Root(t, "(chroot, mount and network namespaces)")
 	for _, tool := range []string{"unshare", "chroot", "mount", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s", tool)

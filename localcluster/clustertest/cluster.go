@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/localcluster"
 )
 
@@ -47,22 +48,35 @@ type Cluster struct {
 	// node-1, ...), spread round robin over zones zone-a, zone-b, ...
 	Nodes []string
 
-	// RealNode is the real node (kubelet, containerd) if the cluster has one;
-	// tests that need it call NeedRealNode.
-	RealNode *localcluster.RealNode
+	// RealNodes are the real nodes (kubelet, containerd each) if the
+	// cluster has them; tests that need them call NeedRealNodes.
+	RealNodes []*localcluster.RealNode
 
 	state   *localcluster.State
 	private bool
 }
 
-// NeedRealNode skips the test, saying why, unless the cluster has a real
-// node. Pods for it select and tolerate RealNodeLabel (see RealNodePod).
+// NeedRealNodes returns the cluster's real nodes if it has at least n;
+// otherwise it ends the test with the reason (need.Unavailable: a skip, a
+// failure under CI=true). Pods for them select and tolerate RealNodeLabel.
+func (c *Cluster) NeedRealNodes(t testing.TB, n int) []*localcluster.RealNode {
+	t.Helper()
+	if len(c.RealNodes) >= n {
+		need.Ran(t, "real-node")
+		return c.RealNodes
+	}
+	why := fmt.Sprintf("needs %d real nodes, the local cluster has %d", n, len(c.RealNodes))
+	if c.state.RealNodeSkipped != "" {
+		why += ": " + c.state.RealNodeSkipped
+	}
+	need.Unavailable(t, "real-node", why)
+	return nil
+}
+
+// NeedRealNode is NeedRealNodes(t, 1), returning the first.
 func (c *Cluster) NeedRealNode(t testing.TB) *localcluster.RealNode {
 	t.Helper()
-	if c.RealNode == nil {
-		t.Skipf("no real node in the local cluster: %s", c.state.RealNodeSkipped)
-	}
-	return c.RealNode
+	return c.NeedRealNodes(t, 1)[0]
 }
 
 var shared struct {
@@ -151,7 +165,7 @@ func options(stateDir string) (localcluster.Options, error) {
 	if o.StateDir == "" {
 		o.StateDir = localcluster.DefaultStateDir(root)
 		// Only the shared cluster may have the machine's one real node.
-		o.RealNode = localcluster.RealNodeFromEnv()
+		o.RealNodes = localcluster.RealNodesFromEnv()
 		o.ImagesDir = filepath.Join(root, "bin", "images")
 	}
 	o.Timeout = 3 * time.Minute
@@ -171,9 +185,9 @@ func newCluster(s *localcluster.State, private bool) (*Cluster, error) {
 	return &Cluster{
 		Kubeconfig: s.Kubeconfig, Config: cfg, Client: cs,
 		DNSAddr: s.DNSAddr, Domain: s.Domain, StateDir: s.StateDir,
-		Nodes:    s.NodeNames(),
-		RealNode: s.RealNode,
-		state:    s, private: private,
+		Nodes:     s.NodeNames(),
+		RealNodes: s.RealNodes,
+		state:     s, private: private,
 	}, nil
 }
 

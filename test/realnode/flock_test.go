@@ -3,11 +3,16 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +96,7 @@ func (b *bed) flockController() {
 }
 
 // importImage builds an image of files for this machine's architecture and
-// imports it into the real node's containerd under ref.
+// imports it into every real node's containerd under ref.
 func (b *bed) importImage(ref string, cfg imagebuild.Config, files []imagebuild.File) {
 	b.t.Helper()
 	layer, err := imagebuild.Layer(files, time.Unix(0, 0))
@@ -111,21 +116,21 @@ func (b *bed) importImage(ref string, cfg imagebuild.Config, files []imagebuild.
 	if err := imagebuild.WriteArchive(tar, ref, idx, time.Unix(0, 0)); err != nil {
 		b.t.Fatal(err)
 	}
-	out, err := exec.Command("ctr", "--address="+b.RealNode.Containerd, "--namespace=k8s.io", "images", "import", tar).CombinedOutput()
-	if err != nil {
-		b.t.Fatalf("import %s: %v: %s", ref, err, out)
-	}
+	b.ctr("images", "import", tar)
 }
 
-// TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml: the etcd
-// container of the example runs in a shell-less image (as quay.io's etcd
-// image is: the example once ran "sh -c" there and could never start), its
-// data on the node under the example's storage.local.path. The stand-in
-// image under the example's image name holds only the etcd binary the local
-// cluster is built with. The real node is one node and NodePinned places one
-// member per node, so member 0 runs and the others wait for nodes.
+// TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml on three
+// real nodes: the etcd container of the example runs in a shell-less image
+// (as quay.io's etcd image is: the example once ran "sh -c" there and could
+// never start), its data on its node under the example's
+// storage.local.path. The stand-in image under the example's image name
+// holds only the etcd binary the local cluster is built with. NodePinned
+// places one member per node: the three form one cluster, a key written
+// through member 0 is read on member 2, and each member's data is in its own
+// node's directory and in no other's.
 func TestExampleFlockNodePinned(t *testing.T) {
 	b := newBed(t)
+	nodes := b.NeedRealNodes(t, 3)
 	cache, err := localcluster.CacheRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -163,35 +168,87 @@ func TestExampleFlockNodePinned(t *testing.T) {
 	b.flockController()
 
 	// The example's eligible nodes carry node-role.example.com/db=true.
-	label := func(op string) {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"node-role.example.com/db":%s}}}`, op)
-		if _, err := b.Client.CoreV1().Nodes().Patch(context.Background(), localcluster.RealNodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	for _, n := range nodes[:3] {
+		b.labelNode(n.Name, "node-role.example.com/db", "true")
+		t.Cleanup(func() { _ = os.RemoveAll(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns))) })
 	}
-	label(`"true"`)
-	t.Cleanup(func() { label("null") })
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/lib/flock", b.ns)) })
-
 	b.apply(manifest, func(o *unstructured.Unstructured) {
-		if o.GetKind() == "Flock" { // tolerate the real node's taint
+		if o.GetKind() == "Flock" { // tolerate the real nodes' taint
 			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{
 				"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule",
 			}}, "spec", "tolerations")
 		}
 	})
-	log := b.waitLog("etcd-0", "etcd", "etcd-0", 3*time.Minute)
-	p := b.waitPod("etcd-0", "running", time.Minute, containerRunning("etcd"))
-	if p.Spec.NodeName != localcluster.RealNodeName {
-		t.Errorf("etcd-0 on %q, want %s", p.Spec.NodeName, localcluster.RealNodeName)
+	members := []string{"etcd-0", "etcd-1", "etcd-2"}
+	on := map[string]string{} // member -> node
+	ips := map[string]string{}
+	for _, m := range members {
+		log := b.waitLog(m, "etcd", m, 3*time.Minute)
+		p := b.waitPod(m, "running", time.Minute, containerRunning("etcd"))
+		if !strings.Contains(log, m+".etcd."+b.ns+".svc.cluster.local:2380") {
+			t.Errorf("%s did not get its expanded peer URL:\n%s", m, log)
+		}
+		on[m], ips[m] = p.Spec.NodeName, p.Status.PodIP
 	}
-	if !strings.Contains(log, "etcd-0.etcd."+b.ns+".svc.cluster.local:2380") {
-		t.Errorf("etcd-0 did not get its expanded peer URL:\n%s", log)
+	if on["etcd-0"] == on["etcd-1"] || on["etcd-1"] == on["etcd-2"] || on["etcd-0"] == on["etcd-2"] {
+		t.Errorf("members share nodes: %v", on)
 	}
-	b.WaitFor(t, "etcd-0's data on the node", time.Minute, func(context.Context) (bool, error) {
-		m, _ := filepath.Glob(filepath.Join("/var/lib/flock", b.ns, "etcd", "*", "member"))
-		return len(m) == 1, nil
+	// One cluster across the nodes: a write through etcd-0 is read on etcd-2.
+	put := fmt.Sprintf(`{"key":%q,"value":%q}`, b64("flock"), b64(b.ns))
+	b.WaitFor(t, "a key put through etcd-0", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := etcdHTTP(ctx, ips["etcd-0"], "/v3/kv/put", put)
+		return err == nil, nil
 	})
+	b.WaitFor(t, "the key read on etcd-2", time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := etcdHTTP(ctx, ips["etcd-2"], "/v3/kv/range", fmt.Sprintf(`{"key":%q}`, b64("flock")))
+		return err == nil && strings.Contains(body, b64(b.ns)), nil
+	})
+	// Each member's data is on its node, in its node's own directory.
+	for _, m := range members {
+		for _, n := range nodes {
+			found, _ := filepath.Glob(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns, "etcd", "*", "member")))
+			if want := n.Name == on[m]; want && len(found) != 1 || !want && len(found) > 1 {
+				t.Errorf("node %s holds %d etcd data dirs %v; %s runs on %s", n.Name, len(found), found, m, on[m])
+			}
+		}
+	}
+}
+
+// labelNode sets a label on a node until the test ends.
+func (b *bed) labelNode(node, key, value string) {
+	b.t.Helper()
+	label := func(v string) error {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+		_, err := b.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	if err := label(strconv.Quote(value)); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = label("null") })
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// etcdHTTP posts body to etcd's JSON gateway on a member's pod IP, which
+// this machine routes to every real node's bridge.
+func etcdHTTP(ctx context.Context, ip, path, body string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(ip, "2379")+path, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s: %s", path, resp.Status, b)
+	}
+	return string(b), err
 }
 
 // TestExampleFlockNetworkStorage runs examples/flock/network-storage.yaml:
@@ -207,10 +264,7 @@ func TestExampleFlockNetworkStorage(t *testing.T) {
 	if !bytes.Contains(manifest, []byte("image: redis:7")) {
 		t.Fatal("network-storage.yaml no longer uses redis:7; update the stand-in")
 	}
-	if out, err := exec.Command("ctr", "--address="+b.RealNode.Containerd, "--namespace=k8s.io", "images", "tag", "--force",
-		"ghcr.io/flockd/apps/redis:dev", "docker.io/library/redis:7").CombinedOutput(); err != nil {
-		t.Fatalf("tag the stand-in for redis:7: %v: %s", err, out)
-	}
+	b.ctr("images", "tag", "--force", "ghcr.io/flockd/apps/redis:dev", "docker.io/library/redis:7")
 	b.flockController()
 	b.apply(manifest, b.forRealNode)
 

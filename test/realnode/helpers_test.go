@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,13 +34,14 @@ import (
 // dev (the same image as the versioned name the examples use).
 const Image = "ghcr.io/flockd/peer-finder:dev"
 
-// bed is one test's cluster and namespace with the real node required.
+// bed is one test's cluster and namespace with the real nodes required.
 type bed struct {
 	*clustertest.Cluster
 	t  *testing.T
 	ns string
 }
 
+// newBed needs at least one real node; tests of more call NeedRealNodes.
 func newBed(t *testing.T) *bed {
 	t.Helper()
 	c := clustertest.Get(t)
@@ -47,10 +49,37 @@ func newBed(t *testing.T) *bed {
 	return &bed{Cluster: c, t: t, ns: c.Namespace(t)}
 }
 
-// onRealNode makes a pod spec land on the real node, with the image present
-// there (never pulled: nothing can be).
+// realNode is the real node called name; the test fails if there is none.
+func (b *bed) realNode(name string) *localcluster.RealNode {
+	b.t.Helper()
+	for _, n := range b.RealNodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	b.t.Fatalf("%q is not a real node", name)
+	return nil
+}
+
+// ctr runs ctr against every real node's containerd.
+func (b *bed) ctr(args ...string) {
+	b.t.Helper()
+	for _, n := range b.RealNodes {
+		out, err := exec.Command("ctr", append([]string{"--address=" + n.Containerd, "--namespace=k8s.io"}, args...)...).CombinedOutput()
+		if err != nil {
+			b.t.Fatalf("ctr %s on %s: %v: %s", strings.Join(args, " "), n.Name, err, out)
+		}
+	}
+}
+
+// onRealNode makes a pod spec land on a real node (keeping any other node
+// selector it has), with the image present there (never pulled: nothing
+// can be).
 func onRealNode(spec *corev1.PodSpec) {
-	spec.NodeSelector = map[string]string{localcluster.RealNodeLabel: "true"}
+	if spec.NodeSelector == nil {
+		spec.NodeSelector = map[string]string{}
+	}
+	spec.NodeSelector[localcluster.RealNodeLabel] = "true"
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
 		Key: localcluster.RealNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule,
 	})

@@ -40,11 +40,9 @@ exec busybox httpd -f -p 8080 -h /etc`},
 		},
 	})
 	p := b.waitPod("probe", "running", 2*time.Minute, containerRunning("probe"))
-	if _, bridge, _ := net.ParseCIDR("10.245.0.0/24"); !bridge.Contains(net.ParseIP(p.Status.PodIP)) {
-		t.Errorf("pod IP %q is not on the real node's bridge 10.245.0.0/24", p.Status.PodIP)
-	}
-	if p.Spec.NodeName != localcluster.RealNodeName {
-		t.Errorf("pod ran on %q, want %s", p.Spec.NodeName, localcluster.RealNodeName)
+	node := b.realNode(p.Spec.NodeName)
+	if _, bridge, _ := net.ParseCIDR(node.PodCIDR); !bridge.Contains(net.ParseIP(p.Status.PodIP)) {
+		t.Errorf("pod IP %q is not on %s's bridge %s", p.Status.PodIP, node.Name, node.PodCIDR)
 	}
 	log := b.waitLog("probe", "probe", "---\n65532", time.Minute)
 	for _, want := range []string{

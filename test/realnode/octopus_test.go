@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/localcluster"
 )
 
 // TestOctopusSharedHostsFile is the octopus pattern for real: a two-role job
@@ -24,13 +26,15 @@ func TestOctopusSharedHostsFile(t *testing.T) {
 	b := newBed(t)
 	b.service("train")
 	b.rbac("pods.yaml", "hosts-lease.yaml")
-	dir := filepath.Join("/var/lib/flock-test", b.ns)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The file is in the directory every real node shares, as an NFS
+	// mount would be: the job's pods may land on any of them.
+	hosts := filepath.Join(localcluster.SharedDir, b.ns, "hosts")
+	local := b.RealNodes[0].HostPath(hosts) // the same file on every node
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	hosts := filepath.Join(dir, "hosts")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(local)) })
+	if err := os.WriteFile(local, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{
@@ -91,7 +95,7 @@ func TestOctopusSharedHostsFile(t *testing.T) {
 	}
 	// One writer: exactly one peer-finder holds the Lease, and the shared
 	// file has one block.
-	content, err := os.ReadFile(hosts)
+	content, err := os.ReadFile(local)
 	if err != nil {
 		t.Fatal(err)
 	}

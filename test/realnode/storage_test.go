@@ -78,7 +78,11 @@ func TestDefaultStorageClass(t *testing.T) {
 	if pv.Spec.HostPath == nil {
 		t.Fatalf("volume %s is not a directory of the node: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
 	}
-	dir := pv.Spec.HostPath.Path
+	// The node sees it at NodeVolumesDir, its own directory there.
+	if !strings.HasPrefix(pv.Spec.HostPath.Path, localcluster.NodeVolumesDir+"/") {
+		t.Errorf("volume %s at %s, want below %s", pv.Name, pv.Spec.HostPath.Path, localcluster.NodeVolumesDir)
+	}
+	dir := b.realNode(old.Spec.NodeName).HostPath(pv.Spec.HostPath.Path)
 	if id, err := os.ReadFile(filepath.Join(dir, "id")); err != nil || !strings.Contains(first, strings.TrimSpace(string(id))) {
 		t.Errorf("volume dir %s: id %q (%v), the member said %q", dir, id, err, first)
 	}

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -406,8 +407,8 @@ func TestOrphansReaped(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.attr() != nil && os.Geteuid() != 0 {
-				t.Skip("needs root for a PID namespace (euid != 0)")
+			if tc.attr() != nil {
+				need.Root(t, "for a PID namespace")
 			}
 			dir := t.TempDir()
 			ready := filepath.Join(dir, "ready")

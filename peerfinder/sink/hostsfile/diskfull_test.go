@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/flockd/flock/internal/atomicfile"
+	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 	"github.com/flockd/flock/peerfinder/sink/jsonfile"
@@ -28,9 +29,7 @@ func TestSinksOnFullDisk(t *testing.T) {
 	if os.Getenv(inMountNS) != "" {
 		t.Skip("already inside the mount namespace")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a mount namespace and mount a tmpfs (euid != 0)")
-	}
+	need.Root(t, "to create a mount namespace and mount a tmpfs")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInsideSinksOnFullDisk$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), inMountNS+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
