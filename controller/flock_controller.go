@@ -711,8 +711,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // nodePlacementChanged passes node events that can change placement:
-// creation, deletion, and changes of labels, taints or schedulability
-// (not the frequent status heartbeats).
+// creation, deletion, and changes of labels, taints, schedulability or
+// readiness (not the frequent status heartbeats).
 var nodePlacementChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -720,7 +720,7 @@ var nodePlacementChanged = predicate.Funcs{
 		if !ok1 || !ok2 {
 			return true
 		}
-		return o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		return o.Spec.Unschedulable != n.Spec.Unschedulable || nodeNotReady(o) != nodeNotReady(n) ||
 			!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
 			!labels.Equals(o.Labels, n.Labels)
 	},

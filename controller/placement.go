@@ -21,11 +21,25 @@ type NodeInfo struct {
 	Labels        map[string]string
 	Taints        []corev1.Taint
 	Unschedulable bool
+	// NotReady is true when the node's Ready condition is False or Unknown
+	// (its kubelet stopped reporting: a partition, a crash, a power loss).
+	NotReady bool
 }
 
 // NodeInfoFrom slims a Node down to what placement reads.
 func NodeInfoFrom(n *corev1.Node) NodeInfo {
-	return NodeInfo{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
+	return NodeInfo{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable, NotReady: nodeNotReady(n)}
+}
+
+// nodeNotReady reports whether n's Ready condition is present and not True
+// (a node that has not reported yet has none).
+func nodeNotReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // PlacementInput is everything placement decides from.
@@ -70,6 +84,7 @@ type Placement struct {
 // Waiting reasons.
 const (
 	WaitNodeGone          = "NodeGone"
+	WaitNodeNotReady      = "NodeNotReady" // the node's kubelet stopped reporting
 	WaitNodeUnschedulable = "NodeUnschedulable"
 	WaitNodeNotSelected   = "NodeNotSelected" // the node lost a nodeSelector label
 	WaitNodeTainted       = "NodeTainted"     // a NoSchedule/NoExecute taint is not tolerated
@@ -81,8 +96,8 @@ const (
 // Place assigns members to nodes, one member per node. It is pure.
 //
 // Rules, in order:
-//   - a recorded assignment is kept, even when its node is gone or
-//     unschedulable (the member then waits: its data is there);
+//   - a recorded assignment is kept, even when its node is gone, not
+//     Ready or unschedulable (the member then waits: its data is there);
 //   - each Reassign entry is a one-time request, decided now: started,
 //     refused, or (while another move is under way, unless Parallel)
 //     queued. "i=node" starts if member i is active and the node is
@@ -99,7 +114,7 @@ func Place(in PlacementInput) Placement {
 	}
 	eligible := func(name string) bool {
 		n, ok := byName[name]
-		return ok && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
+		return ok && !n.NotReady && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
 	}
 	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}, Started: map[int32]string{}, Refused: map[int32]string{}, Queued: map[int32]string{}}
 	used := map[string]int32{}
@@ -131,7 +146,7 @@ func Place(in PlacementInput) Placement {
 			p.Refused[o] = fmt.Sprintf("member %d's node %s is eligible; name a target (%d=<node>) to move it anyway", o, cur, o)
 			continue
 		case target != "" && !eligible(target):
-			p.Refused[o] = fmt.Sprintf("node %s is not eligible (missing, cordoned, not selected or with untolerated taints)", target)
+			p.Refused[o] = fmt.Sprintf("node %s is not eligible (missing, not Ready, cordoned, not selected or with untolerated taints)", target)
 			continue
 		}
 		if owner, taken := used[target]; target != "" && taken && owner != o {
@@ -170,6 +185,8 @@ func Place(in PlacementInput) Placement {
 		switch n, exists := byName[node]; {
 		case !exists:
 			p.Waiting[o] = WaitNodeGone
+		case n.NotReady:
+			p.Waiting[o] = WaitNodeNotReady
 		case n.Unschedulable:
 			p.Waiting[o] = WaitNodeUnschedulable
 		case !selects(in.Selector, n.Labels):

@@ -24,6 +24,8 @@ func tainted(n *NodeInfo) {
 
 func otherPool(n *NodeInfo) { n.Labels["pool"] = "web" }
 
+func notReady(n *NodeInfo) { n.NotReady = true }
+
 func TestPlace(t *testing.T) {
 	four := []NodeInfo{node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "b")}
 	tests := []struct {
@@ -53,6 +55,18 @@ func TestPlace(t *testing.T) {
 			Nodes: []NodeInfo{node("n1", "a", cordoned), node("n2", "a"), node("n3", "b")}},
 		wantAssign:  map[int32]string{0: "n1", 1: "n3"},
 		wantWaiting: map[int32]string{0: WaitNodeUnschedulable},
+	}, {
+		name: "node not Ready: member keeps it and waits, and no new member goes there",
+		in: PlacementInput{Replicas: 3, Current: map[int32]string{0: "n1", 1: "n3"},
+			Nodes: []NodeInfo{node("n1", "a", notReady), node("n2", "a", notReady), node("n3", "b"), node("n4", "b")}},
+		wantAssign:  map[int32]string{0: "n1", 1: "n3", 2: "n4"},
+		wantWaiting: map[int32]string{0: WaitNodeNotReady},
+	}, {
+		name: "bare reassign of a member whose node is not Ready moves it to a free Ready node",
+		in: PlacementInput{Replicas: 2, Current: map[int32]string{0: "n1", 1: "n3"}, Reassign: map[int32]string{0: ""},
+			Nodes: []NodeInfo{node("n1", "a", notReady), node("n2", "a", notReady), node("n3", "b"), node("n4", "b")}},
+		wantAssign:  map[int32]string{0: "n4", 1: "n3"},
+		wantStarted: map[int32]string{0: "n1"},
 	}, {
 		name: "node lost its selector label or got an untolerated taint: member keeps it and waits",
 		in: PlacementInput{Replicas: 2, Selector: map[string]string{"pool": "db"}, Current: map[int32]string{0: "n1", 1: "n2"},

@@ -93,8 +93,9 @@ func Status(o Observed) flockv1.FlockStatus {
 				m.Waiting = volumeWait(o, ord, m.Node)
 			}
 			// A member still running on its node is not waiting, whatever
-			// became of the node since.
-			if p := pods[ord]; m.Waiting != "" && m.Waiting != WaitNoEligibleNode && p != nil && p.Spec.NodeName == m.Node && (podReady(p) || p.Status.Phase == corev1.PodRunning) {
+			// became of the node since; unless the node is not Ready, when
+			// the pod's status is the last its kubelet reported.
+			if p := pods[ord]; m.Waiting != "" && m.Waiting != WaitNoEligibleNode && m.Waiting != WaitNodeNotReady && p != nil && p.Spec.NodeName == m.Node && (podReady(p) || p.Status.Phase == corev1.PodRunning) {
 				m.Waiting = ""
 			}
 		}
@@ -223,6 +224,8 @@ func waitMessage(reason, node string) string {
 	switch reason {
 	case WaitNodeGone:
 		return fmt.Sprintf("node %s is gone; its data stays there (see %s)", node, flockv1.ReassignAnnotation)
+	case WaitNodeNotReady:
+		return fmt.Sprintf("node %s is not Ready (its kubelet stopped reporting: a partition, a crash or a power loss); the member waits for it, its data is there (see %s to move it)", node, flockv1.ReassignAnnotation)
 	case WaitNodeUnschedulable:
 		return fmt.Sprintf("node %s is unschedulable; the member waits for it", node)
 	case WaitNodeNotSelected:

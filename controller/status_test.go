@@ -27,6 +27,11 @@ func pod(name, node string, ready bool) corev1.Pod {
 	}
 }
 
+func phaseRunning(p corev1.Pod) corev1.Pod {
+	p.Status.Phase = corev1.PodRunning
+	return p
+}
+
 func rolledOut(n int32) *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Generation: 1},
@@ -73,6 +78,13 @@ func TestStatus(t *testing.T) {
 			Pods:      []corev1.Pod{pod("zk-0", "n1", true), pod("zk-1", "n2", true), pod("zk-2", "n3", true)}},
 		replicas: 3, ready: 3, conds: conds{"True", "False", "False"},
 		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"},
+	}, {
+		name: "member on a node that is not Ready waits, though its pod's last status says running",
+		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3),
+			Placement: Placement{Assign: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, Waiting: map[int32]string{1: WaitNodeNotReady}},
+			Pods:      []corev1.Pod{pod("zk-0", "n1", true), phaseRunning(pod("zk-1", "n2", false)), pod("zk-2", "n3", true)}},
+		replicas: 3, ready: 2, conds: conds{"False", "False", "True"}, degReason: "MembersWaiting",
+		members: map[int32]string{0: "n1", 1: "n2", 2: "n3"}, waiting: map[int32]string{1: WaitNodeNotReady},
 	}, {
 		name: "no node for member 2",
 		obs: Observed{Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(2),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -130,6 +131,43 @@ func (b *bed) importImage(ref string, cfg imagebuild.Config, files []imagebuild.
 // node's directory and in no other's.
 func TestExampleFlockNodePinned(t *testing.T) {
 	b := newBed(t)
+	e := b.nodePinnedEtcd()
+	if e.on["etcd-0"] == e.on["etcd-1"] || e.on["etcd-1"] == e.on["etcd-2"] || e.on["etcd-0"] == e.on["etcd-2"] {
+		t.Errorf("members share nodes: %v", e.on)
+	}
+	// One cluster across the nodes: a write through etcd-0 is read on etcd-2.
+	e.put("etcd-0", "flock", b.ns)
+	e.waitKey("etcd-2", "flock", b.ns)
+	// Each member's data is on its node, in its node's own directory.
+	for _, m := range e.members {
+		for _, n := range e.nodes {
+			found, _ := filepath.Glob(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns, "etcd", "*", "member")))
+			if want := n.Name == e.on[m]; want && len(found) != 1 || !want && len(found) > 1 {
+				t.Errorf("node %s holds %d etcd data dirs %v; %s runs on %s", n.Name, len(found), found, m, e.on[m])
+			}
+		}
+	}
+}
+
+// nodePinnedEtcd is examples/flock/node-pinned.yaml running on three real
+// nodes, one member each.
+type nodePinnedEtcd struct {
+	b       *bed
+	nodes   []*localcluster.RealNode
+	members []string
+	on      map[string]string // member -> node
+	ips     map[string]string // member -> pod IP
+}
+
+// nodePinnedEtcd applies the example as written, apart from the real
+// nodes' toleration: the etcd container runs in a shell-less image (as
+// quay.io's etcd image is: the example once ran "sh -c" there and could
+// never start); the stand-in image under the example's image name holds
+// only the etcd binary the local cluster is built with. flock-controller
+// runs from its image. It returns once every member runs.
+func (b *bed) nodePinnedEtcd() *nodePinnedEtcd {
+	t := b.t
+	t.Helper()
 	nodes := b.NeedRealNodes(t, 3)
 	cache, err := localcluster.CacheRoot()
 	if err != nil {
@@ -179,39 +217,66 @@ func TestExampleFlockNodePinned(t *testing.T) {
 			}}, "spec", "tolerations")
 		}
 	})
-	members := []string{"etcd-0", "etcd-1", "etcd-2"}
-	on := map[string]string{} // member -> node
-	ips := map[string]string{}
-	for _, m := range members {
+	e := &nodePinnedEtcd{b: b, nodes: nodes, members: []string{"etcd-0", "etcd-1", "etcd-2"}, on: map[string]string{}, ips: map[string]string{}}
+	for _, m := range e.members {
 		log := b.waitLog(m, "etcd", m, 3*time.Minute)
-		p := b.waitPod(m, "running", time.Minute, containerRunning("etcd"))
 		if !strings.Contains(log, m+".etcd."+b.ns+".svc.cluster.local:2380") {
 			t.Errorf("%s did not get its expanded peer URL:\n%s", m, log)
 		}
-		on[m], ips[m] = p.Spec.NodeName, p.Status.PodIP
+		e.refresh(m)
 	}
-	if on["etcd-0"] == on["etcd-1"] || on["etcd-1"] == on["etcd-2"] || on["etcd-0"] == on["etcd-2"] {
-		t.Errorf("members share nodes: %v", on)
-	}
-	// One cluster across the nodes: a write through etcd-0 is read on etcd-2.
-	put := fmt.Sprintf(`{"key":%q,"value":%q}`, b64("flock"), b64(b.ns))
-	b.WaitFor(t, "a key put through etcd-0", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := etcdHTTP(ctx, ips["etcd-0"], "/v3/kv/put", put)
+	return e
+}
+
+// refresh waits until member m runs and records its node and pod IP.
+func (e *nodePinnedEtcd) refresh(m string) *corev1.Pod {
+	e.b.t.Helper()
+	p := e.b.waitPod(m, "running", 3*time.Minute, func(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && containerRunning("etcd")(p) })
+	e.on[m], e.ips[m] = p.Spec.NodeName, p.Status.PodIP
+	return p
+}
+
+// put writes key=value through member m, retrying until it succeeds.
+func (e *nodePinnedEtcd) put(m, key, value string) {
+	e.b.t.Helper()
+	body := fmt.Sprintf(`{"key":%q,"value":%q}`, b64(key), b64(value))
+	e.b.WaitFor(e.b.t, "a put of "+key+" through "+m, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := etcdHTTP(ctx, e.ips[m], "/v3/kv/put", body)
 		return err == nil, nil
 	})
-	b.WaitFor(t, "the key read on etcd-2", time.Minute, func(ctx context.Context) (bool, error) {
-		body, err := etcdHTTP(ctx, ips["etcd-2"], "/v3/kv/range", fmt.Sprintf(`{"key":%q}`, b64("flock")))
-		return err == nil && strings.Contains(body, b64(b.ns)), nil
+}
+
+// waitKey waits until member m serves key=value.
+func (e *nodePinnedEtcd) waitKey(m, key, value string) {
+	e.b.t.Helper()
+	e.b.WaitFor(e.b.t, key+"="+value+" read on "+m, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := etcdHTTP(ctx, e.ips[m], "/v3/kv/range", fmt.Sprintf(`{"key":%q}`, b64(key)))
+		return err == nil && strings.Contains(body, b64(value)), nil
 	})
-	// Each member's data is on its node, in its node's own directory.
-	for _, m := range members {
-		for _, n := range nodes {
-			found, _ := filepath.Glob(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns, "etcd", "*", "member")))
-			if want := n.Name == on[m]; want && len(found) != 1 || !want && len(found) > 1 {
-				t.Errorf("node %s holds %d etcd data dirs %v; %s runs on %s", n.Name, len(found), found, m, on[m])
-			}
+}
+
+// memberID is member m's etcd member ID, which it keeps as long as it keeps
+// its data directory.
+func (e *nodePinnedEtcd) memberID(m string) string {
+	e.b.t.Helper()
+	var id string
+	e.b.WaitFor(e.b.t, m+"'s member ID", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := etcdHTTP(ctx, e.ips[m], "/v3/maintenance/status", "{}")
+		if err != nil {
+			return false, nil
 		}
-	}
+		var st struct {
+			Header struct {
+				MemberID string `json:"member_id"`
+			} `json:"header"`
+		}
+		if json.Unmarshal([]byte(body), &st) != nil || st.Header.MemberID == "" {
+			return false, nil
+		}
+		id = st.Header.MemberID
+		return true, nil
+	})
+	return id
 }
 
 // labelNode sets a label on a node until the test ends.
