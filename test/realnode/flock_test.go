@@ -156,7 +156,6 @@ type nodePinnedEtcd struct {
 	nodes   []*localcluster.RealNode
 	members []string
 	on      map[string]string // member -> node
-	ips     map[string]string // member -> pod IP
 }
 
 // nodePinnedEtcd applies the example as written, apart from the real
@@ -217,7 +216,7 @@ func (b *bed) nodePinnedEtcd() *nodePinnedEtcd {
 			}}, "spec", "tolerations")
 		}
 	})
-	e := &nodePinnedEtcd{b: b, nodes: nodes, members: []string{"etcd-0", "etcd-1", "etcd-2"}, on: map[string]string{}, ips: map[string]string{}}
+	e := &nodePinnedEtcd{b: b, nodes: nodes, members: []string{"etcd-0", "etcd-1", "etcd-2"}, on: map[string]string{}}
 	for _, m := range e.members {
 		log := b.waitLog(m, "etcd", m, 3*time.Minute)
 		if !strings.Contains(log, m+".etcd."+b.ns+".svc.cluster.local:2380") {
@@ -228,12 +227,25 @@ func (b *bed) nodePinnedEtcd() *nodePinnedEtcd {
 	return e
 }
 
-// refresh waits until member m runs and records its node and pod IP.
+// refresh waits until member m runs and is Ready (so its status is its
+// kubelet's latest: a node that comes back may give it a new sandbox and
+// IP) and records its node.
 func (e *nodePinnedEtcd) refresh(m string) *corev1.Pod {
 	e.b.t.Helper()
-	p := e.b.waitPod(m, "running", 3*time.Minute, func(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && containerRunning("etcd")(p) })
-	e.on[m], e.ips[m] = p.Spec.NodeName, p.Status.PodIP
+	p := e.b.waitPod(m, "running and Ready", 3*time.Minute, func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp == nil && podReady(p) && containerRunning("etcd")(p)
+	})
+	e.on[m] = p.Spec.NodeName
 	return p
+}
+
+// call posts body to member m's JSON gateway at its current pod IP.
+func (e *nodePinnedEtcd) call(ctx context.Context, m, path, body string) (string, error) {
+	p, err := e.b.Client.CoreV1().Pods(e.b.ns).Get(ctx, m, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return etcdHTTP(ctx, p.Status.PodIP, path, body)
 }
 
 // put writes key=value through member m, retrying until it succeeds.
@@ -241,7 +253,7 @@ func (e *nodePinnedEtcd) put(m, key, value string) {
 	e.b.t.Helper()
 	body := fmt.Sprintf(`{"key":%q,"value":%q}`, b64(key), b64(value))
 	e.b.WaitFor(e.b.t, "a put of "+key+" through "+m, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := etcdHTTP(ctx, e.ips[m], "/v3/kv/put", body)
+		_, err := e.call(ctx, m, "/v3/kv/put", body)
 		return err == nil, nil
 	})
 }
@@ -250,7 +262,7 @@ func (e *nodePinnedEtcd) put(m, key, value string) {
 func (e *nodePinnedEtcd) waitKey(m, key, value string) {
 	e.b.t.Helper()
 	e.b.WaitFor(e.b.t, key+"="+value+" read on "+m, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		body, err := etcdHTTP(ctx, e.ips[m], "/v3/kv/range", fmt.Sprintf(`{"key":%q}`, b64(key)))
+		body, err := e.call(ctx, m, "/v3/kv/range", fmt.Sprintf(`{"key":%q}`, b64(key)))
 		return err == nil && strings.Contains(body, b64(value)), nil
 	})
 }
@@ -261,7 +273,7 @@ func (e *nodePinnedEtcd) memberID(m string) string {
 	e.b.t.Helper()
 	var id string
 	e.b.WaitFor(e.b.t, m+"'s member ID", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		body, err := etcdHTTP(ctx, e.ips[m], "/v3/maintenance/status", "{}")
+		body, err := e.call(ctx, m, "/v3/maintenance/status", "{}")
 		if err != nil {
 			return false, nil
 		}
