@@ -19,14 +19,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/imagebuild"
 	"github.com/flockd/flock/localcluster"
@@ -35,66 +30,6 @@ import (
 // ControllerImage is flock-controller's image as "make images" builds it, by
 // its alias dev (the same image as the versioned name the manifests use).
 const ControllerImage = "ghcr.io/flockd/flock-controller:dev"
-
-// flockController installs the Flock CRD and runs flock-controller from its
-// image in a pod on the real node, scoped to the test's namespace, with the
-// generated ClusterRole (bound for this test only).
-func (b *bed) flockController() {
-	b.t.Helper()
-	ctx := context.Background()
-	dc, err := dynamic.NewForConfig(b.Config)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	body, _ := yaml.YAMLToJSON(repoFile(b.t, "config/crd/bases/flockd.io_flocks.yaml"))
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dc.Resource(crdGVR).Patch(ctx, "flocks.flockd.io", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "flock-tests", Force: ptr.To(true)}); err != nil {
-		b.t.Fatalf("install the Flock CRD: %v", err)
-	}
-	b.WaitFor(b.t, "Flock CRD served", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := dc.Resource(schema.GroupVersionResource{Group: "flockd.io", Version: "v1alpha1", Resource: "flocks"}).Namespace(b.ns).List(ctx, metav1.ListOptions{})
-		return err == nil, nil
-	})
-
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(repoFile(b.t, "config/rbac/role.yaml"), &role); err != nil {
-		b.t.Fatal(err)
-	}
-	role.ObjectMeta = metav1.ObjectMeta{Name: "flock-controller-" + b.ns}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "flock-controller", Namespace: b.ns}},
-	}
-	if _, err := b.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		b.t.Fatal(err)
-	}
-	if _, err := b.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		b.t.Fatal(err)
-	}
-	b.t.Cleanup(func() {
-		_ = b.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		_ = b.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
-	if _, err := b.Client.CoreV1().ServiceAccounts(b.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "flock-controller"}}, metav1.CreateOptions{}); err != nil {
-		b.t.Fatal(err)
-	}
-	b.createPod(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "flock-controller"},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: "flock-controller",
-			Containers: []corev1.Container{{
-				Name: "manager", Image: ControllerImage,
-				Args: []string{"-namespace=" + b.ns, "-leader-elect=false", "-metrics-bind-address=0"},
-				SecurityContext: &corev1.SecurityContext{
-					ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
-	})
-	b.waitPod("flock-controller", "running", 2*time.Minute, containerRunning("manager"))
-}
 
 // importImage builds an image of files for this machine's architecture and
 // imports it into every real node's containerd under ref.
