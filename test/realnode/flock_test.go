@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,60 +21,47 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/flockd/flock/internal/imagebuild"
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/flockd/flock/localcluster"
 )
 
-// ControllerImage is flock-controller's image as "make images" builds it, by
-// its alias dev (the same image as the versioned name the manifests use).
-const ControllerImage = "ghcr.io/flockd/flock-controller:dev"
-
-// importImage builds an image of files for this machine's architecture and
-// imports it into every real node's containerd under ref.
-func (b *bed) importImage(ref string, cfg imagebuild.Config, files []imagebuild.File) {
-	b.t.Helper()
-	layer, err := imagebuild.Layer(files, time.Unix(0, 0))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	img, err := imagebuild.Image(cfg, layer)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	idx, err := imagebuild.Index(nil, img)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	tar := filepath.Join(b.t.TempDir(), "image.tar")
-	if err := imagebuild.WriteArchive(tar, ref, idx, time.Unix(0, 0)); err != nil {
-		b.t.Fatal(err)
-	}
-	b.ctr("images", "import", tar)
-}
-
-// TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml on three
-// real nodes: the etcd container of the example runs in a shell-less image
-// (as quay.io's etcd image is: the example once ran "sh -c" there and could
-// never start), its data on its node under the example's
-// storage.local.path. The stand-in image under the example's image name
-// holds only the etcd binary the local cluster is built with. NodePinned
-// places one member per node: the three form one cluster, a key written
-// through member 0 is read on member 2, and each member's data is in its own
-// node's directory and in no other's.
+// TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml (with the
+// scripts and RBAC of examples/apps/etcd, as its header says) on three real
+// nodes: NodePinned places one member per node, peer-finder tells exactly
+// one member to form and the others to join, and they make one cluster: a
+// key written through member 0 is read on member 2, every member reports
+// the same cluster ID, and each member's data is in its own node's
+// directory and in no other's.
 func TestExampleFlockNodePinned(t *testing.T) {
 	b := newBed(t)
 	e := b.nodePinnedEtcd()
 	if e.on["etcd-0"] == e.on["etcd-1"] || e.on["etcd-1"] == e.on["etcd-2"] || e.on["etcd-0"] == e.on["etcd-2"] {
 		t.Errorf("members share nodes: %v", e.on)
 	}
-	// One cluster across the nodes: a write through etcd-0 is read on etcd-2.
 	e.put("etcd-0", "flock", b.ns)
 	e.waitKey("etcd-2", "flock", b.ns)
+	formed := 0
+	for _, m := range e.members {
+		if log := b.logs(m, "etcd", false); strings.Contains(log, "forming a new cluster") {
+			formed++
+		} else if !strings.Contains(log, "added to the cluster as a learner") {
+			t.Errorf("%s neither formed nor joined:\n%s", m, log)
+		}
+	}
+	if formed != 1 {
+		t.Errorf("%d members formed a cluster, want exactly 1", formed)
+	}
+	ids := map[string]bool{}
+	for _, m := range e.members {
+		ids[e.status(m).Header.ClusterID] = true
+	}
+	if len(ids) != 1 {
+		t.Errorf("cluster IDs %v, want one", ids)
+	}
 	// Each member's data is on its node, in its node's own directory.
 	for _, m := range e.members {
 		for _, n := range e.nodes {
-			found, _ := filepath.Glob(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns, "etcd", "*", "member")))
+			found, _ := filepath.Glob(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns, "etcd", "*", "data", "member")))
 			if want := n.Name == e.on[m]; want && len(found) != 1 || !want && len(found) > 1 {
 				t.Errorf("node %s holds %d etcd data dirs %v; %s runs on %s", n.Name, len(found), found, m, e.on[m])
 			}
@@ -93,70 +78,31 @@ type nodePinnedEtcd struct {
 	on      map[string]string // member -> node
 }
 
-// nodePinnedEtcd applies the example as written, apart from the real
-// nodes' toleration: the etcd container runs in a shell-less image (as
-// quay.io's etcd image is: the example once ran "sh -c" there and could
-// never start); the stand-in image under the example's image name holds
-// only the etcd binary the local cluster is built with. flock-controller
-// runs from its image. It returns once every member runs.
+// nodePinnedEtcd applies the example as its header says, with the real
+// nodes' toleration, with flock-controller as shipped, and returns once
+// every member is Ready.
 func (b *bed) nodePinnedEtcd() *nodePinnedEtcd {
 	t := b.t
 	t.Helper()
 	nodes := b.NeedRealNodes(t, 3)
-	cache, err := localcluster.CacheRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := os.ReadFile(localcluster.Components[0].Bin(cache, "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := repoFile(t, "examples/flock/node-pinned.yaml")
-	ref := "quay.io/coreos/etcd:v3.5.17"
-	if !bytes.Contains(manifest, []byte("image: "+ref)) {
-		t.Fatalf("node-pinned.yaml no longer uses %s; update the stand-in", ref)
-	}
-	files := []imagebuild.File{imagebuild.Regular("/usr/local/bin/etcd", 0o755, etcd), imagebuild.Dir("/tmp", 0o1777)}
-	// The cached etcd links the C library dynamically: take this machine's.
-	out, err := exec.Command("ldd", localcluster.Components[0].Bin(cache, "etcd")).Output()
-	if err != nil {
-		t.Fatalf("ldd etcd: %v", err)
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(f, "/") {
-			continue
-		}
-		real, err := filepath.EvalSymlinks(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(real)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, imagebuild.Regular(f, 0o755, data))
-	}
-	b.importImage(ref, imagebuild.Config{Entrypoint: []string{"/usr/local/bin/etcd"}, Env: []string{"PATH=/usr/local/bin"}}, files)
 	b.flockController()
-
 	// The example's eligible nodes carry node-role.example.com/db=true.
 	for _, n := range nodes[:3] {
 		b.labelNode(n.Name, "node-role.example.com/db", "true")
 		t.Cleanup(func() { _ = os.RemoveAll(n.HostPath(filepath.Join(localcluster.NodeLocalDir, b.ns))) })
 	}
-	b.apply(manifest, func(o *unstructured.Unstructured) {
+	b.apply(repoFile(t, "examples/apps/etcd/rbac.yaml"), b.forRealNode)
+	b.apply(repoFile(t, "examples/apps/etcd/scripts.yaml"), nil)
+	b.apply(repoFile(t, "examples/flock/node-pinned.yaml"), func(o *unstructured.Unstructured) {
 		if o.GetKind() == "Flock" { // tolerate the real nodes' taint
 			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{
 				"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule",
 			}}, "spec", "tolerations")
 		}
 	})
+	b.dumpOnFailure(flockv1.FlockLabel + "=etcd")
 	e := &nodePinnedEtcd{b: b, nodes: nodes, members: []string{"etcd-0", "etcd-1", "etcd-2"}, on: map[string]string{}}
 	for _, m := range e.members {
-		log := b.waitLog(m, "etcd", m, 3*time.Minute)
-		if !strings.Contains(log, m+".etcd."+b.ns+".svc.cluster.local:2380") {
-			t.Errorf("%s did not get its expanded peer URL:\n%s", m, log)
-		}
 		e.refresh(m)
 	}
 	return e
@@ -202,29 +148,28 @@ func (e *nodePinnedEtcd) waitKey(m, key, value string) {
 	})
 }
 
+// etcdStatus is what /v3/maintenance/status says of a member.
+type etcdStatus struct {
+	Header struct {
+		ClusterID string `json:"cluster_id"`
+		MemberID  string `json:"member_id"`
+	} `json:"header"`
+}
+
+// status is member m's etcd status, once it answers.
+func (e *nodePinnedEtcd) status(m string) etcdStatus {
+	e.b.t.Helper()
+	var st etcdStatus
+	e.b.WaitFor(e.b.t, m+"'s etcd status", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := e.call(ctx, m, "/v3/maintenance/status", "{}")
+		return err == nil && json.Unmarshal([]byte(body), &st) == nil && st.Header.MemberID != "", nil
+	})
+	return st
+}
+
 // memberID is member m's etcd member ID, which it keeps as long as it keeps
 // its data directory.
-func (e *nodePinnedEtcd) memberID(m string) string {
-	e.b.t.Helper()
-	var id string
-	e.b.WaitFor(e.b.t, m+"'s member ID", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		body, err := e.call(ctx, m, "/v3/maintenance/status", "{}")
-		if err != nil {
-			return false, nil
-		}
-		var st struct {
-			Header struct {
-				MemberID string `json:"member_id"`
-			} `json:"header"`
-		}
-		if json.Unmarshal([]byte(body), &st) != nil || st.Header.MemberID == "" {
-			return false, nil
-		}
-		id = st.Header.MemberID
-		return true, nil
-	})
-	return id
-}
+func (e *nodePinnedEtcd) memberID(m string) string { return e.status(m).Header.MemberID }
 
 // labelNode sets a label on a node until the test ends.
 func (b *bed) labelNode(node, key, value string) {
