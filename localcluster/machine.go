@@ -337,37 +337,28 @@ func cleanupChains(ctx context.Context, cmd, table, rules string) {
 
 // pidsMatching lists the processes whose command line matches.
 func pidsMatching(match func(cmdline string) bool) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		if match(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return pidsWhere(func(pid string) bool {
+		b, err := os.ReadFile("/proc/" + pid + "/cmdline")
+		return err == nil && len(b) > 0 && match(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	})
 }
 
 // pidsInMountNS lists the processes whose mount namespace is ns ("mnt:[N]",
 // as /proc/<pid>/ns/mnt reads).
 func pidsInMountNS(ns string) []int {
+	return pidsWhere(func(pid string) bool {
+		l, err := os.Readlink("/proc/" + pid + "/ns/mnt")
+		return err == nil && l == ns
+	})
+}
+
+// pidsWhere lists the processes but this one for which match holds.
+func pidsWhere(match func(pid string) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	self := os.Getpid()
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); err == nil && l == ns {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != self && match(e.Name()) {
 			pids = append(pids, pid)
 		}
 	}

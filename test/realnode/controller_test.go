@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -17,11 +16,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -132,46 +128,16 @@ func (b *bed) leader() *corev1.Pod {
 // server-side apply (so applying it again is a no-op), after edit.
 func (b *bed) applyServerSide(manifest []byte, edit func(*unstructured.Unstructured)) {
 	b.t.Helper()
-	dc, err := dynamic.NewForConfig(b.Config)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err == io.EOF {
-			break
-		} else if err != nil {
-			b.t.Fatalf("decode manifest: %v", err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		edit(&obj)
-		// Discovery again per object: the CRD applied first serves a new
-		// kind the next objects may use.
-		groups, err := restmapper.GetAPIGroupResources(b.Client.Discovery())
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		gvk := obj.GroupVersionKind()
-		m, err := restmapper.NewDiscoveryRESTMapper(groups).RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
-		if err != nil {
-			b.t.Fatalf("map %s: %v", gvk, err)
-		}
+	b.eachObject(manifest, edit, func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured) {
 		body, err := obj.MarshalJSON()
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		ri := dynamic.ResourceInterface(dc.Resource(m.Resource))
-		if m.Scope.Name() == "namespace" {
-			ri = dc.Resource(m.Resource).Namespace(obj.GetNamespace())
-		}
 		if _, err := ri.Patch(context.Background(), obj.GetName(), types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: "flock-tests", Force: ptr.To(true)}); err != nil {
-			b.t.Fatalf("apply %s %s: %v", gvk.Kind, obj.GetName(), err)
+			b.t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
-	}
+	})
 }
 
 // TestControllerAsShipped: config/default on the real nodes runs two

@@ -234,17 +234,27 @@ func (b *bed) exec(pod, container string, cmd ...string) (string, error) {
 // namespace, after edit has had its say on each one.
 func (b *bed) apply(manifest []byte, edit func(*unstructured.Unstructured)) []*unstructured.Unstructured {
 	b.t.Helper()
+	var out []*unstructured.Unstructured
+	b.eachObject(manifest, edit, func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured) {
+		created, err := ri.Create(context.Background(), obj, metav1.CreateOptions{})
+		if err != nil {
+			b.t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		out = append(out, created)
+	})
+	return out
+}
+
+// eachObject decodes a multi-document manifest and calls do with each
+// object, after edit (if not nil), and the client of its resource: in the
+// test's namespace for namespaced objects without one of their own.
+func (b *bed) eachObject(manifest []byte, edit func(*unstructured.Unstructured), do func(dynamic.ResourceInterface, *unstructured.Unstructured)) {
+	b.t.Helper()
 	dc, err := dynamic.NewForConfig(b.Config)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	groups, err := restmapper.GetAPIGroupResources(b.Client.Discovery())
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
-	var out []*unstructured.Unstructured
 	for {
 		var obj unstructured.Unstructured
 		if err := dec.Decode(&obj.Object); err == io.EOF {
@@ -258,25 +268,26 @@ func (b *bed) apply(manifest []byte, edit func(*unstructured.Unstructured)) []*u
 		if edit != nil {
 			edit(&obj)
 		}
+		// Discovery again per object: a CRD applied before serves a new
+		// kind the next objects may use.
+		groups, err := restmapper.GetAPIGroupResources(b.Client.Discovery())
+		if err != nil {
+			b.t.Fatal(err)
+		}
 		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
+		m, err := restmapper.NewDiscoveryRESTMapper(groups).RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
 		if err != nil {
 			b.t.Fatalf("map %s: %v", gvk, err)
 		}
-		ri := dc.Resource(m.Resource)
-		var created *unstructured.Unstructured
+		ri := dynamic.ResourceInterface(dc.Resource(m.Resource))
 		if m.Scope.Name() == "namespace" {
-			obj.SetNamespace(b.ns)
-			created, err = ri.Namespace(b.ns).Create(context.Background(), &obj, metav1.CreateOptions{})
-		} else {
-			created, err = ri.Create(context.Background(), &obj, metav1.CreateOptions{})
+			if obj.GetNamespace() == "" {
+				obj.SetNamespace(b.ns)
+			}
+			ri = dc.Resource(m.Resource).Namespace(obj.GetNamespace())
 		}
-		if err != nil {
-			b.t.Fatalf("create %s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
-		out = append(out, created)
+		do(ri, &obj)
 	}
-	return out
 }
 
 // repoFile reads a file of the repository.
