@@ -288,6 +288,8 @@ func cleanupNodes(stateDir string) {
 			_ = syscall.Unmount(m, syscall.MNT_DETACH)
 		}
 	}
+	// The private mount that held the nodes' mount namespace files.
+	_ = syscall.Unmount(filepath.Join(nodeRunDir, "ns"), syscall.MNT_DETACH)
 	_ = run(ctx, "nft", "delete", "table", "inet", nodeTable)
 	// kube-proxy's own tables.
 	for _, fam := range []string{"ip", "ip6"} {
