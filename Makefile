@@ -38,7 +38,7 @@ FLOCK_CLUSTER := $(BIN)/flock-cluster
 $(FLOCK_CLUSTER): FORCE
 	@$(GO) build -o $@ ./cmd/flock-cluster
 
-cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes (control plane, kubelet, kube-proxy), kwok, CoreDNS, the volume provisioner under ~/.cache/flock; as root, install the real node's Debian packages.
+cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes (control plane, kubelet, kube-proxy), kwok, CoreDNS, the volume provisioner under ~/.cache/flock; as root, install the real nodes' Debian packages.
 	@$(FLOCK_CLUSTER) build
 
 cluster-up: cluster-build images ## Start the local cluster (or reuse it); prints exports: eval "$(make -s cluster-up)".
@@ -50,7 +50,7 @@ cluster-env: $(FLOCK_CLUSTER) ## Print the exports (KUBECONFIG, FLOCK_DNS, ...) 
 cluster-down: $(FLOCK_CLUSTER) ## Stop the local cluster (exactly the processes cluster-up started).
 	@$(FLOCK_CLUSTER) down
 
-demo: cluster-build images ## The main demo: a StatefulSet of real pods on the real node, peer-finder's image as a sidecar in each, scaled 3 -> 5 -> 2 (simulated pods without root).
+demo: cluster-build images ## The main demo: a StatefulSet of real pods spread over the three real nodes, peer-finder's image as a sidecar in each, scaled 3 -> 5 -> 2 (simulated pods without root).
 	@$(GO) build -o $(BIN)/peer-finder ./cmd/peer-finder
 	@$(GO) build -o $(BIN)/flock-demo ./cmd/flock-demo
 	@# Reuses a running cluster; one started here is stopped when the demo ends.
@@ -136,7 +136,7 @@ bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock
 
 CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
 
-campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real node, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
+campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real nodes, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/campaign $(CAMPAIGN_FLAGS)
 
 bench-apiload: cluster-build ## API load of 100 endpointslice finders on one service (steady, rolling restart) from the apiserver's metrics, beside upstream's DNS load on CoreDNS; APILOAD_FLAGS e.g. -finders=50 -steady=10m (root for the DNS part; see bench/README.md).

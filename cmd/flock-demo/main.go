@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&steps, "steps", "3,5,2", "replica counts, in order")
 	fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "how long members may take to agree after a step")
 	fs.DurationVar(&c.Pause, "pause", 2*time.Second, "pause after each step")
-	mode := fs.String("mode", "auto", "members as real pods on the real node (real), as peer-finder processes here beside simulated pods (simulated), or real when the cluster has a real node (auto)")
+	mode := fs.String("mode", "auto", "members as real pods on the real nodes (real), as peer-finder processes here beside simulated pods (simulated), or real when the cluster has real nodes (auto)")
 	image := fs.String("image", "ghcr.io/flockd/peer-finder:dev", "peer-finder image for real pods")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, then exit")
 	if err := fs.Parse(args); err != nil {

@@ -1,7 +1,7 @@
 // Package demo runs flock's main demonstration against the local cluster: a
 // headless Service and a StatefulSet whose members' hook deliveries are shown
 // live while the StatefulSet is scaled. With Config.Image the members are
-// real pods on the cluster's real node, peer-finder a native sidecar in each;
+// real pods on the cluster's real nodes, peer-finder a native sidecar in each;
 // without it, one peer-finder process per simulated member runs here.
 package demo
 
@@ -42,7 +42,7 @@ type Config struct {
 	Pause       time.Duration // after each step, so people can follow
 	Out         io.Writer
 	Color       bool
-	// Image, when set, runs the members as real pods on the real node with
+	// Image, when set, runs the members as real pods on the real nodes with
 	// this peer-finder image; PeerFinder and DNSAddr are then unused.
 	Image string
 }
@@ -68,7 +68,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	d.ns = ns.Name
 	where := "peer-finder per member on this machine (simulated pods)"
 	if c.Image != "" {
-		where = "real pods on node " + realNode + ", " + c.Image + " as a native sidecar"
+		where = "real pods on the real nodes, " + c.Image + " as a native sidecar"
 	}
 	d.say("namespace %s: headless Service %q (publishNotReadyAddresses) and a StatefulSet of %d: %s", d.ns, service, c.Steps[0], where)
 	defer func() {
@@ -188,14 +188,14 @@ func (d *demo) converge(ctx context.Context, n int) error {
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("list pods: %w", err)
 		}
-		alive := map[string]bool{}
+		alive := map[string]string{} // pod -> node
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && (d.Image == "" || running(&p, "app")) {
-				alive[p.Name] = true
+				alive[p.Name] = p.Spec.NodeName
 			}
 		}
-		for name := range alive {
-			if err := d.start(name); err != nil {
+		for name, node := range alive {
+			if err := d.start(name, node); err != nil {
 				return err
 			}
 		}
@@ -203,7 +203,7 @@ func (d *demo) converge(ctx context.Context, n int) error {
 		d.mu.Lock()
 		var gone []*member
 		for name, m := range d.members {
-			if !alive[name] {
+			if _, ok := alive[name]; !ok {
 				gone = append(gone, m)
 				delete(d.members, name)
 				continue
@@ -227,15 +227,16 @@ func (d *demo) converge(ctx context.Context, n int) error {
 	}
 }
 
-// start runs peer-finder as member name unless it runs already.
-func (d *demo) start(name string) error {
+// start runs peer-finder as member name (on node, for real pods) unless it
+// runs already.
+func (d *demo) start(name, node string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.members[name]; ok {
 		return nil
 	}
 	if d.Image != "" {
-		return d.follow(name)
+		return d.follow(name, node)
 	}
 	logf, err := os.OpenFile(filepath.Join(d.LogDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -13,13 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The real node's name, label and taint (see localcluster).
-const (
-	realNode      = "real-0"
-	realNodeLabel = "node.flockd.io/real"
-)
+// The real nodes' label and taint (see localcluster).
+const realNodeLabel = "node.flockd.io/real"
 
-// realPods turns the demo's StatefulSet into real pods on the real node:
+// realPods turns the demo's StatefulSet into real pods on the real nodes:
 // peer-finder's image as a native sidecar running the demo hooks (from a
 // ConfigMap), which append to a file the app container prints, so the app's
 // log is the members' deliveries.
@@ -70,10 +67,10 @@ func (d *demo) realPods(ctx context.Context, sts *appsv1.StatefulSet) error {
 	return nil
 }
 
-// follow copies the app container's log of pod name (its hook deliveries)
-// into the member's hooks file, from which tail prints it. Called with d.mu
-// held.
-func (d *demo) follow(name string) error {
+// follow copies the app container's log of pod name, running on node, (its
+// hook deliveries) into the member's hooks file, from which tail prints it.
+// Called with d.mu held.
+func (d *demo) follow(name, node string) error {
 	m := &member{name: name, hooks: filepath.Join(d.LogDir, name+".hooks"), exited: make(chan struct{})}
 	f, err := os.Create(m.hooks)
 	if err != nil {
@@ -95,7 +92,7 @@ func (d *demo) follow(name string) error {
 		_, _ = io.Copy(f, r) // ends when the container stops or we cancel
 	}()
 	d.members[name] = m
-	d.print(name, "pod running on "+realNode+"; following its deliveries")
+	d.print(name, "pod running on "+node+"; following its deliveries")
 	return nil
 }
 
