@@ -143,6 +143,14 @@ func TestFlockNodePinnedKeepsData(t *testing.T) {
 		step := fmt.Sprintf("node %s (%s's) %s", node, victim, fault)
 		before := b.claims()
 		b.faultNode(node, fault)
+		// What each fault is on the node itself: after a stop its
+		// containers still run; after a kill its containerd is gone.
+		switch got := tasks(b.realNode(node)); {
+		case fault == localcluster.NodeStop && !strings.Contains(got, "RUNNING"):
+			t.Errorf("%s: the node's containers no longer run:\n%s", step, got)
+		case fault == localcluster.NodeKill && got != "":
+			t.Errorf("%s: the node's containerd still answers:\n%s", step, got)
+		}
 		b.waitNode(node, false, 3*time.Minute)
 		b.WaitFor(t, step+": the Flock says "+victim+" waits for "+node, 2*time.Minute, func(ctx context.Context) (bool, error) {
 			f, err := b.flock(ctx, "etcd")
