@@ -28,8 +28,8 @@ test: cluster-build images verify ## Run all tests (unit, integration, real pods
 	@tally=$$(mktemp); trap 'rm -f "$$tally"' EXIT; \
 	FLOCK_TEST_TALLY=$$tally $(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=30m ./...; rc=$$?; \
 	for k in real-node root; do \
-		echo "$$k tests: $$(grep -c "^$$k ran " "$$tally") ran, $$(grep -c "^$$k skipped " "$$tally") skipped"; \
-		grep "^$$k skipped " "$$tally" | sed 's/^/  /'; \
+		echo "$$k tests: $$(grep "^$$k ran " "$$tally" | cut -d' ' -f3 | sort -u | wc -l) ran, $$(grep "^$$k skipped " "$$tally" | cut -d' ' -f3 | sort -u | wc -l) skipped"; \
+		grep "^$$k skipped " "$$tally" | sort -u | sed 's/^/  /'; \
 	done; exit $$rc
 
 FLOCK_CLUSTER := $(BIN)/flock-cluster
