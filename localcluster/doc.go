@@ -22,4 +22,12 @@
 //	test.flockd.io/terminate-after: "3s"   on deletion, keep terminating this long (within the grace period)
 //
 // Readiness gates and probes in the pod spec are not evaluated.
+//
+// # Real nodes
+//
+// As root, Options.RealNodes real nodes real-0, real-1, ... run beside the
+// simulated ones: each a kubelet with its own containerd, bridge, pod /24,
+// zone and mount namespace (node-local NodeLocalDir and NodeVolumesDir, a
+// SharedDir common to all), with one kube-proxy for all of them (see
+// node.go, machine.go). FaultNode stops, kills and starts them.
 package localcluster
