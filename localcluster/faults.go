@@ -83,9 +83,6 @@ func FaultNode(ctx context.Context, stateDir, name string, fault NodeFault) erro
 	default:
 		return fmt.Errorf("unknown node fault %q (stop, kill or start)", fault)
 	}
-	if err := n.save(); err != nil {
-		return err
-	}
 	return s.save()
 }
 
@@ -102,9 +99,7 @@ func (s *State) startNode(ctx context.Context, n *RealNode) error {
 		if err := s.restartProc(n.procName("containerd")); err != nil {
 			return err
 		}
-		if err := poll(ctx, s, n.Name+" containerd socket", func(ctx context.Context) error {
-			return run(ctx, "ctr", "--address="+n.Containerd, "version")
-		}); err != nil {
+		if err := n.waitContainerd(ctx, s); err != nil {
 			return err
 		}
 	}

@@ -202,9 +202,9 @@ func (n *RealNode) procName(component string) string { return n.Name + "-" + com
 // nodeConfig is what the node's config templates need.
 type nodeConfig struct {
 	*RealNode
-	StateDir, PKI, DNS, Domain string
-	HealthzPort                int
-	SandboxImage               string
+	PKI, DNS, Domain string
+	HealthzPort      int
+	SandboxImage     string
 }
 
 // startFunc starts a component process named name from bin and records it.
@@ -288,7 +288,7 @@ func (n *RealNode) configure(s *State) error {
 		return err
 	}
 	c := nodeConfig{
-		RealNode: n, StateDir: s.StateDir, PKI: filepath.Join(s.StateDir, "pki"),
+		RealNode: n, PKI: filepath.Join(s.StateDir, "pki"),
 		DNS: DNSServiceIP, Domain: Domain, HealthzPort: ports[0],
 		SandboxImage: "ghcr.io/flockd/pause:dev",
 	}
@@ -327,6 +327,11 @@ func (n *RealNode) startContainerd(ctx context.Context, s *State, start startFun
 	if err := start(n.procName("containerd"), bin, append(args, "--config="+filepath.Join(n.Dir, "containerd.toml"))...); err != nil {
 		return err
 	}
+	return n.waitContainerd(ctx, s)
+}
+
+// waitContainerd waits until the node's containerd answers on its socket.
+func (n *RealNode) waitContainerd(ctx context.Context, s *State) error {
 	return poll(ctx, s, n.Name+" containerd socket", func(ctx context.Context) error {
 		return run(ctx, "ctr", "--address="+n.Containerd, "version")
 	})

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"errors"
-	"github.com/flockd/flock/internal/testing/need"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // build compiles pause once per test into a temporary directory.

@@ -3,13 +3,14 @@ package atomicfile
 import (
 	"bytes"
 	"errors"
-	"github.com/flockd/flock/internal/testing/need"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // inMountNS is set in the re-executed test binary that runs inside a private

@@ -1,7 +1,6 @@
 package images
 
 import (
-	"github.com/flockd/flock/internal/testing/need"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // zkScript runs in the ZooKeeper image: a one-member ensemble with dynamic

@@ -253,7 +253,6 @@ spec:
 	b.scaleFlock("web", 3)
 	waitReplicas(3)
 	// The Deployment replaces the deleted pod: two Ready replicas again.
-	b.controllerPods(2)
 	for _, p := range b.controllerPods(2) {
 		for _, s := range p.Status.ContainerStatuses {
 			if s.RestartCount > 0 {

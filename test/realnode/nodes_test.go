@@ -29,12 +29,12 @@ func onNode(spec *corev1.PodSpec, node string) {
 
 // webPod is a pod on node serving its own name on port 8080 (busybox httpd),
 // labelled app=web, reachable as <name>.web.
-func (b *bed) webPod(name, node string, extra ...corev1.VolumeMount) *corev1.Pod {
+func (b *bed) webPod(name, node string) *corev1.Pod {
 	b.t.Helper()
 	spec := corev1.PodSpec{
 		Hostname: name, Subdomain: "web",
 		Containers: []corev1.Container{{
-			Name: "web", Image: Image, VolumeMounts: extra,
+			Name: "web", Image: Image,
 			Command: []string{"/bin/bash", "-c", `mkdir -p /tmp/www && echo "$HOSTNAME" > /tmp/www/name && exec busybox httpd -f -p 8080 -h /tmp/www`},
 			Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 		}},
