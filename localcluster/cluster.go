@@ -86,7 +86,10 @@ type State struct {
 	// are none.
 	RealNodes       []*RealNode `json:"realNodes,omitempty"`
 	RealNodeSkipped string      `json:"realNodeSkipped,omitempty"`
-	Started         time.Time   `json:"started"`
+	// ImagesDir holds the OCI archives the real nodes import
+	// (Options.ImagesDir at the start; AddRealNode's nodes too).
+	ImagesDir string    `json:"imagesDir,omitempty"`
+	Started   time.Time `json:"started"`
 	// Procs are the processes started, in start order; they stop in reverse.
 	Procs []Proc `json:"procs"`
 }
@@ -431,7 +434,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	if err != nil {
 		return nil, err
 	}
-	begin := time.Now()
+	begin, step := time.Now(), stepper(o.Progress)
 	fmt.Fprintf(o.Progress, "starting local cluster in %s\n", o.StateDir)
 	// A fresh start begins from scratch: no old data, keys, configs or
 	// ephemeral mark (the starter sets it again if it wants). Logs of the
@@ -477,7 +480,7 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		Nodes:      o.Nodes,
 		Started:    time.Now(),
 
-		RealNodes: nodes, RealNodeSkipped: skipped,
+		RealNodes: nodes, RealNodeSkipped: skipped, ImagesDir: o.ImagesDir,
 	}
 	defer func() {
 		if err != nil {
@@ -499,27 +502,13 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 		"config/kube-proxy.kubeconfig":              {"system:kube-proxy", nil},
 		"config/hostdir-provisioner.kubeconfig":     {"flock-hostdir-provisioner", []string{"system:masters"}},
 	}
-	var kubelets []string // the kubelets' serving names and addresses
-	for _, n := range nodes {
-		clients["config/kubelet-"+n.Name+".kubeconfig"] = clientIdentity{"system:node:" + n.Name, []string{"system:nodes"}}
-		kubelets = append(kubelets, n.Name, n.IP)
-	}
-	if err := writePKI(o.StateDir, s.Server, kubelets, clients); err != nil {
+	if err := writePKI(o.StateDir, s.Server, clients); err != nil {
 		return nil, err
 	}
 	pki := func(name string) string { return filepath.Join(o.StateDir, "pki", name) }
 
-	startBin := func(name, bin string, args ...string) error {
-		p, err := startProc(o.StateDir, name, bin, args)
-		if err != nil {
-			return err
-		}
-		s.Procs = append(s.Procs, p)
-		o.Log.Debug("started component", "component", name, "pid", p.Pid)
-		return s.save() // so that "down" finds a half-started cluster too
-	}
+	startBin := s.starter(o.Log)
 	run := func(name string, args ...string) error { return startBin(name, bins[name], args...) }
-	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(etcdPeerPort)
@@ -663,6 +652,27 @@ func start(ctx context.Context, o Options) (_ *State, err error) {
 	return s, nil
 }
 
+// starter is the startFunc that records each process it starts in s and
+// saves s, so that "down" finds a half-started cluster too.
+func (s *State) starter(log *slog.Logger) startFunc {
+	return func(name, bin string, args ...string) error {
+		p, err := startProc(s.StateDir, name, bin, args)
+		if err != nil {
+			return err
+		}
+		s.Procs = append(s.Procs, p)
+		log.Debug("started component", "component", name, "pid", p.Pid)
+		return s.save()
+	}
+}
+
+// stepper returns a function that prints a progress line for each step
+// done, with the time since stepper was called.
+func stepper(w io.Writer) func(what string) {
+	begin := time.Now()
+	return func(what string) { fmt.Fprintf(w, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
+}
+
 // FreePorts reserves n distinct free TCP ports on 127.0.0.1 (also free for UDP
 // where CoreDNS needs it) by binding and releasing them.
 func FreePorts(n int) ([]int, error) {
@@ -709,19 +719,16 @@ func (s *State) Outage(ctx context.Context, component string, d time.Duration) e
 	if i < 0 {
 		return fmt.Errorf("restart %s: no such component", component)
 	}
-	old := s.Procs[i]
-	if err := old.stop(10 * time.Second); err != nil {
+	if err := s.Procs[i].stop(10 * time.Second); err != nil {
 		return fmt.Errorf("restart %s: %w", component, err)
 	}
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	p, err := startProc(s.StateDir, old.Name, old.Args[0], old.Args[1:])
-	if err != nil {
+	if err := s.restartProc(component); err != nil {
 		return fmt.Errorf("restart %s: %w", component, err)
 	}
-	s.Procs[i] = p
 	if err := s.save(); err != nil {
 		return err
 	}

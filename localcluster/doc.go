@@ -29,5 +29,6 @@
 // simulated ones: each a kubelet with its own containerd, bridge, pod /24,
 // zone and mount namespace (node-local NodeLocalDir and NodeVolumesDir, a
 // SharedDir common to all), with one kube-proxy for all of them (see
-// node.go, machine.go). FaultNode stops, kills and starts them.
+// node.go, machine.go). FaultNode stops, kills and starts them; AddRealNode
+// adds one to a running cluster.
 package localcluster

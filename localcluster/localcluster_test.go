@@ -1,11 +1,14 @@
 package localcluster
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -125,5 +128,98 @@ func TestClaimIsExclusive(t *testing.T) {
 		t.Fatalf("Claim after release = %v, %v", ok, err)
 	} else {
 		r()
+	}
+}
+
+func TestNextRealNodeIndex(t *testing.T) {
+	nodes := func(idx ...int) []*RealNode {
+		var ns []*RealNode
+		for _, i := range idx {
+			ns = append(ns, newRealNode("/state", i))
+		}
+		return ns
+	}
+	tests := []struct {
+		nodes []*RealNode
+		want  int
+	}{
+		{nil, 0},
+		{nodes(0, 1, 2), 3},
+		{nodes(0, 2), 1}, // the lowest free index
+		{nodes(2, 0, 1, 3), 4},
+	}
+	for _, tt := range tests {
+		if got, err := nextRealNodeIndex(tt.nodes); err != nil || got != tt.want {
+			t.Errorf("nextRealNodeIndex(%d nodes) = %d, %v; want %d", len(tt.nodes), got, err, tt.want)
+		}
+	}
+	full := make([]int, maxRealNodes)
+	for i := range full {
+		full[i] = i
+	}
+	if i, err := nextRealNodeIndex(nodes(full...)); err == nil {
+		t.Errorf("nextRealNodeIndex(%d nodes) = %d; want an error", maxRealNodes, i)
+	}
+}
+
+// TestNodePKI issues a node's kubelet credentials from the CA writePKI kept,
+// as AddRealNode does for a running cluster.
+func TestNodePKI(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const server = "https://10.245.0.1:6443"
+	if err := writePKI(dir, server, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := newRealNode(dir, 3)
+	if err := writeNodePKI(dir, server, n); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := loadAuthority(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	b, err := os.ReadFile(filepath.Join(dir, "pki", "kubelet-real-3.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatal("kubelet-real-3.crt: no PEM")
+	}
+	serving, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"real-3", "10.245.3.1"} {
+		if _, err := serving.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("serving certificate for %s: %v", host, err)
+		}
+	}
+	cfg, err := clientcmd.LoadFromFile(n.kubeconfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	blk, _ = pem.Decode(auth.ClientCertificateData)
+	if blk == nil {
+		t.Fatal("kubeconfig: no client certificate")
+	}
+	client, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("client certificate: %v", err)
+	}
+	if got := client.Subject.CommonName + " " + strings.Join(client.Subject.Organization, ","); got != "system:node:real-3 system:nodes" {
+		t.Errorf("client identity %q, want system:node:real-3 in system:nodes", got)
+	}
+	if c := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]; c.Server != server {
+		t.Errorf("kubeconfig server %s, want %s", c.Server, server)
 	}
 }

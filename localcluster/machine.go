@@ -199,20 +199,8 @@ func prepareNodes(ctx context.Context, o Options) (_ []*RealNode, skipped string
 	var nodes []*RealNode
 	for i := range o.RealNodes {
 		n := newRealNode(o.StateDir, i)
-		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-			return nil, "", fmt.Errorf("create real node dir: %w", err)
-		}
-		if err := n.save(); err != nil {
+		if err := n.prepare(ctx); err != nil {
 			return nil, "", err
-		}
-		for _, c := range [][]string{
-			{"ip", "link", "add", n.Bridge, "type", "bridge"},
-			{"ip", "addr", "add", n.IP + "/24", "dev", n.Bridge},
-			{"ip", "link", "set", n.Bridge, "up"},
-		} {
-			if err := run(ctx, c...); err != nil {
-				return nil, "", err
-			}
 		}
 		nodes = append(nodes, n)
 	}
@@ -271,22 +259,7 @@ func cleanupNodes(stateDir string) {
 	defer cancel()
 	dirs, _ := filepath.Glob(filepath.Join(stateDir, "nodes", "real-*"))
 	for _, dir := range dirs {
-		var n RealNode
-		if b, err := os.ReadFile(filepath.Join(dir, "node.json")); err == nil && json.Unmarshal(b, &n) == nil {
-			n.kill()
-			_ = run(ctx, "ip", "link", "del", n.Bridge)
-			_ = os.RemoveAll(n.RunDir)
-		}
-		// Anything else started for it (a half start), and mounts below
-		// its dir in this namespace, deepest first.
-		for _, pid := range pidsMatching(func(cmdline string) bool {
-			return strings.Contains(cmdline, dir+string(filepath.Separator))
-		}) {
-			killTree(pid)
-		}
-		for _, m := range mountsMatching(func(p string) bool { return strings.HasPrefix(p, dir+string(filepath.Separator)) }) {
-			_ = syscall.Unmount(m, syscall.MNT_DETACH)
-		}
+		cleanupNode(ctx, dir)
 	}
 	// The private mount that held the nodes' mount namespace files.
 	_ = syscall.Unmount(filepath.Join(nodeRunDir, "ns"), syscall.MNT_DETACH)
@@ -307,6 +280,28 @@ func cleanupNodes(stateDir string) {
 	var m machine
 	if b, err := os.ReadFile(machineFile(stateDir)); err == nil && json.Unmarshal(b, &m) == nil && m.IPForward != "" {
 		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(m.IPForward), 0o644)
+	}
+}
+
+// cleanupNode undoes what the real node in dir may have left on this
+// machine, best effort: its processes and containers, mount namespace,
+// bridge and run directory, and mounts below dir. The directory stays.
+func cleanupNode(ctx context.Context, dir string) {
+	var n RealNode
+	if b, err := os.ReadFile(filepath.Join(dir, "node.json")); err == nil && json.Unmarshal(b, &n) == nil {
+		n.kill()
+		_ = run(ctx, "ip", "link", "del", n.Bridge)
+		_ = os.RemoveAll(n.RunDir)
+	}
+	// Anything else started for it (a half start), and mounts below its
+	// dir in this namespace, deepest first.
+	for _, pid := range pidsMatching(func(cmdline string) bool {
+		return strings.Contains(cmdline, dir+string(filepath.Separator))
+	}) {
+		killTree(pid)
+	}
+	for _, m := range mountsMatching(func(p string) bool { return strings.HasPrefix(p, dir+string(filepath.Separator)) }) {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 }
 

@@ -115,7 +115,46 @@ func newRealNode(stateDir string, i int) *RealNode {
 	}
 }
 
+// nextRealNodeIndex is the lowest index i for which the cluster has no
+// real-i, within maxRealNodes (the /24s of realNodesCIDR it plans for).
+func nextRealNodeIndex(nodes []*RealNode) (int, error) {
+	for i := range maxRealNodes {
+		name := fmt.Sprintf("real-%d", i)
+		if !slices.ContainsFunc(nodes, func(n *RealNode) bool { return n.Name == name }) {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("the cluster has %d real nodes, the most the address plan fits (10.245.<i>.0/24, i < %d)", len(nodes), maxRealNodes)
+}
+
 func (n *RealNode) save() error { return writeJSON(filepath.Join(n.Dir, "node.json"), n) }
+
+// prepare makes the node's directory, its record there (node.json, which
+// cleanupNode reads) and its bridge with the node's address. The caller
+// holds lockNodes.
+func (n *RealNode) prepare(ctx context.Context) error {
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return fmt.Errorf("create real node dir: %w", err)
+	}
+	if err := n.save(); err != nil {
+		return err
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "add", n.Bridge, "type", "bridge"},
+		{"ip", "addr", "add", n.IP + "/24", "dev", n.Bridge},
+		{"ip", "link", "set", n.Bridge, "up"},
+	} {
+		if err := run(ctx, c...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kubeconfig is the node's kubelet kubeconfig (see writeNodePKI).
+func (n *RealNode) kubeconfig(stateDir string) string {
+	return filepath.Join(stateDir, "config", "kubelet-"+n.Name+".kubeconfig")
+}
 
 // bind is a directory of this machine mounted at a path of the node.
 type bind struct{ src, dst string }
@@ -210,38 +249,14 @@ type nodeConfig struct {
 // startFunc starts a component process named name from bin and records it.
 type startFunc func(name, bin string, args ...string) error
 
-// startNodes starts every real node (containerd with the images, kubelet),
-// then kube-proxy and the volume provisioner, and waits until all are Ready.
+// startNodes starts every real node (startRealNodes), then kube-proxy and
+// the volume provisioner, and waits until all are Ready.
 func startNodes(ctx context.Context, s *State, o Options, cs kubernetes.Interface, bins map[string]string, start startFunc) error {
-	begin := time.Now()
-	step := func(what string) { fmt.Fprintf(o.Progress, "  %-36s %5.1fs\n", what, time.Since(begin).Seconds()) }
-	for _, n := range s.RealNodes {
-		if err := n.configure(s); err != nil {
-			return err
-		}
-		if err := n.makeMountNS(ctx); err != nil {
-			return err
-		}
-		if err := n.startContainerd(ctx, s, start); err != nil {
-			return err
-		}
-	}
-	// Imports in parallel: each containerd unpacks its own copy.
-	errs := make([]error, len(s.RealNodes))
-	var wg sync.WaitGroup
-	for i, n := range s.RealNodes {
-		wg.Go(func() { errs[i] = n.LoadImages(ctx, o.ImagesDir) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	step := stepper(o.Progress)
+	if err := startRealNodes(ctx, s, s.RealNodes, o.ImagesDir, bins["kubelet"], start); err != nil {
 		return err
 	}
-	step("real nodes: containerd, images")
-	for _, n := range s.RealNodes {
-		if err := n.startKubelet(s, bins["kubelet"], start); err != nil {
-			return err
-		}
-	}
+	step("real nodes: containerd, images, kubelets")
 	ports, err := FreePorts(2)
 	if err != nil {
 		return err
@@ -266,10 +281,8 @@ func startNodes(ctx context.Context, s *State, o Options, cs kubernetes.Interfac
 	if err := clusterDNSService(ctx, cs, s.DNSAddr); err != nil {
 		return err
 	}
-	for _, n := range s.RealNodes {
-		if err := waitNodeReady(ctx, s, cs, n.Name); err != nil {
-			return err
-		}
+	if err := waitRealNodesReady(ctx, s, cs, s.RealNodes); err != nil {
+		return err
 	}
 	if err := waitHTTP(ctx, s, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), false); err != nil {
 		return err
@@ -281,8 +294,56 @@ func startNodes(ctx context.Context, s *State, o Options, cs kubernetes.Interfac
 	return nil
 }
 
-// configure writes the node's directories and config files.
+// startRealNodes runs the start steps that Up and AddRealNode share for
+// nodes, which prepare made: each node's configs and kubelet credentials,
+// its mount namespace and containerd, the images of imagesDir imported (in
+// parallel: each containerd unpacks its own copy), then its kubelet. Wait
+// for them with waitRealNodesReady.
+func startRealNodes(ctx context.Context, s *State, nodes []*RealNode, imagesDir, kubelet string, start startFunc) error {
+	for _, n := range nodes {
+		if err := n.configure(s); err != nil {
+			return err
+		}
+		if err := n.makeMountNS(ctx); err != nil {
+			return err
+		}
+		if err := n.startContainerd(ctx, s, start); err != nil {
+			return err
+		}
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = n.LoadImages(ctx, imagesDir) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := n.startKubelet(s, kubelet, start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitRealNodesReady waits until every node of nodes is Ready.
+func waitRealNodesReady(ctx context.Context, s *State, cs kubernetes.Interface, nodes []*RealNode) error {
+	for _, n := range nodes {
+		if err := waitNodeReady(ctx, s, cs, n.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// configure writes the node's directories, config files and kubelet
+// credentials.
 func (n *RealNode) configure(s *State) error {
+	if err := writeNodePKI(s.StateDir, s.Server, n); err != nil {
+		return err
+	}
 	ports, err := FreePorts(1)
 	if err != nil {
 		return err
@@ -341,7 +402,7 @@ func (n *RealNode) startKubelet(s *State, kubelet string, start startFunc) error
 	bin, args := n.inNode(kubelet)
 	return start(n.procName("kubelet"), bin, append(args,
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
-		"--kubeconfig="+filepath.Join(s.StateDir, "config", "kubelet-"+n.Name+".kubeconfig"),
+		"--kubeconfig="+n.kubeconfig(s.StateDir),
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override="+n.Name,
@@ -501,8 +562,8 @@ port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: {{.HealthzPort}}
-tlsCertFile: {{.PKI}}/kubelet.crt
-tlsPrivateKeyFile: {{.PKI}}/kubelet.key
+tlsCertFile: {{.PKI}}/kubelet-{{.Name}}.crt
+tlsPrivateKeyFile: {{.PKI}}/kubelet-{{.Name}}.key
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}

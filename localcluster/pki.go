@@ -55,6 +55,36 @@ func newAuthority() (*authority, error) {
 	return &authority{cert: cert, key: key, pem: pemBlock("CERTIFICATE", der)}, nil
 }
 
+// loadAuthority reads the CA that writePKI kept in pki.
+func loadAuthority(pki string) (*authority, error) {
+	certPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(pki, "ca.key"))
+	if err != nil {
+		return nil, fmt.Errorf("read CA key: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("CA in %s: no PEM data", pki)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA: %w", err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key in %s cannot sign", pki)
+	}
+	return &authority{cert: cert, key: signer, pem: certPEM}, nil
+}
+
 // issue returns PEM certificate and key for a leaf. With hosts it is a serving
 // certificate for those DNS names and IPs; with groups it is a client
 // certificate for user cn in those groups (Kubernetes reads O as groups).
@@ -113,8 +143,9 @@ func pemBlock(typ string, der []byte) []byte {
 }
 
 // writePKI generates everything the control plane needs into dir/pki and one
-// kubeconfig per client identity into dir, pointing at server.
-func writePKI(dir, server string, kubelets []string, clients map[string]clientIdentity) error {
+// kubeconfig per client identity into dir, pointing at server. The real
+// nodes' kubelets get theirs from writeNodePKI.
+func writePKI(dir, server string, clients map[string]clientIdentity) error {
 	pki := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return fmt.Errorf("create pki dir: %w", err)
@@ -135,11 +166,7 @@ func writePKI(dir, server string, kubelets []string, clients map[string]clientId
 	if err != nil {
 		return err
 	}
-	// The real nodes' kubelets serve the apiserver's logs/exec/port-forward
-	// requests, which authenticate with their own client certificate.
-	if files["kubelet.crt"], files["kubelet.key"], err = ca.issue("kubelet", nil, append([]string{"localhost"}, kubelets...)); err != nil {
-		return err
-	}
+	// The apiserver's logs/exec/port-forward requests to the kubelets.
 	if files["apiserver-kubelet-client.crt"], files["apiserver-kubelet-client.key"], err = ca.issue(
 		"kube-apiserver-kubelet-client", []string{"system:masters"}, nil); err != nil {
 		return err
@@ -171,6 +198,31 @@ func writePKI(dir, server string, kubelets []string, clients map[string]clientId
 		}
 	}
 	return nil
+}
+
+// writeNodePKI issues node n's kubelet credentials from the cluster's CA in
+// stateDir/pki: its serving certificate (pki/kubelet-<name>.crt, for the
+// apiserver's logs, exec and port-forward requests) and its kubeconfig as
+// system:node:<name> (config/kubelet-<name>.kubeconfig), pointing at server.
+func writeNodePKI(stateDir, server string, n *RealNode) error {
+	pki := filepath.Join(stateDir, "pki")
+	ca, err := loadAuthority(pki)
+	if err != nil {
+		return err
+	}
+	cert, key, err := ca.issue("kubelet-"+n.Name, nil, []string{"localhost", n.Name, n.IP})
+	if err != nil {
+		return err
+	}
+	for file, b := range map[string][]byte{"kubelet-" + n.Name + ".crt": cert, "kubelet-" + n.Name + ".key": key} {
+		if err := os.WriteFile(filepath.Join(pki, file), b, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", file, err)
+		}
+	}
+	if cert, key, err = ca.issue("system:node:"+n.Name, []string{"system:nodes"}, nil); err != nil {
+		return err
+	}
+	return writeKubeconfig(n.kubeconfig(stateDir), server, ca.pem, cert, key)
 }
 
 // clientIdentity is the user and groups of a client certificate.

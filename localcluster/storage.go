@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -22,6 +24,9 @@ const StorageClass = "local-path"
 
 // storageProvisioner is the StorageClass's provisioner name.
 const storageProvisioner = "flockd.io/hostdir"
+
+// provisionerProc is the provisioner's name in State.Procs.
+const provisionerProc = "hostdir-provisioner"
 
 // startStorage sets up the StorageClass and starts the provisioner. Its
 // volumes live in the nodes' dirs and go with the cluster.
@@ -48,7 +53,24 @@ func startStorage(ctx context.Context, s *State, cs kubernetes.Interface, bins m
 		"-provisioner-name=" + storageProvisioner, "-path=" + NodeVolumesDir,
 	}
 	for _, n := range s.RealNodes {
-		args = append(args, "-node="+n.Name+"="+n.HostPath(NodeVolumesDir))
+		args = append(args, n.provisionerArg())
 	}
-	return start("hostdir-provisioner", bins["hostdir-provisioner"], args...)
+	return start(provisionerProc, bins["hostdir-provisioner"], args...)
+}
+
+// provisionerArg is the provisioner's argument that makes it serve n.
+func (n *RealNode) provisionerArg() string {
+	return "-node=" + n.Name + "=" + n.HostPath(NodeVolumesDir)
+}
+
+// serveVolumes restarts the provisioner with n among its nodes.
+func (s *State) serveVolumes(n *RealNode) error {
+	p := s.proc(provisionerProc)
+	if err := p.stop(10 * time.Second); err != nil {
+		return fmt.Errorf("restart %s: %w", provisionerProc, err)
+	}
+	if arg := n.provisionerArg(); !slices.Contains(p.Args, arg) {
+		p.Args = append(p.Args, arg)
+	}
+	return s.restartProc(provisionerProc)
 }

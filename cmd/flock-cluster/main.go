@@ -11,6 +11,8 @@
 //	flock-cluster node stop NAME    stop a real node's kubelet (containers keep running)
 //	flock-cluster node kill NAME    SIGKILL all of a real node at once (power loss; data stays)
 //	flock-cluster node start NAME   bring a stopped or killed real node back
+//	flock-cluster node add          add one more real node (the next free real-<i>) to the
+//	                                running cluster; returns once it is Ready
 //
 // Progress and logs go to stderr; stdout carries only "export" lines a shell
 // can eval: eval "$(flock-cluster up)".
@@ -61,7 +63,7 @@ func parseArgs(args []string) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.BoolVar(&c.version, "version", false, "print the version, commit and Go version, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...|node stop|kill|start NAME")
+		fmt.Fprintln(fs.Output(), "usage: flock-cluster [flags] build|up|env|down|status|exec -- CMD ARGS...|node stop|kill|start NAME|node add")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -91,8 +93,14 @@ func parseArgs(args []string) (config, error) {
 			return c, errors.New("exec needs a command")
 		}
 	case "node":
+		if len(c.args) > 0 && c.args[0] == "add" {
+			if len(c.args) > 1 {
+				return c, errors.New("node add takes no name: it adds the next free real-<i>")
+			}
+			break
+		}
 		if len(c.args) != 2 {
-			return c, errors.New("node needs a fault and a node name: node stop|kill|start NAME")
+			return c, errors.New("node needs a fault and a node name, or add: node stop|kill|start NAME, node add")
 		}
 		switch localcluster.NodeFault(c.args[0]) {
 		case localcluster.NodeStop, localcluster.NodeKill, localcluster.NodeStart:
@@ -180,6 +188,10 @@ func (c config) exec(ctx context.Context, log *slog.Logger) (int, error) {
 	case "exec":
 		return execWith(ctx, o, c.args, log)
 	case "node":
+		if c.args[0] == "add" {
+			_, err := localcluster.AddRealNode(ctx, o)
+			return exit(err)
+		}
 		return exit(localcluster.FaultNode(ctx, o.StateDir, c.args[1], localcluster.NodeFault(c.args[0])))
 	}
 	return 2, fmt.Errorf("unknown command %q", c.cmd)

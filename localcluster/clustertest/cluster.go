@@ -73,6 +73,54 @@ func (c *Cluster) NeedRealNodes(t testing.TB, n int) []*localcluster.RealNode {
 	return nil
 }
 
+// growMu serializes GrowRealNodes within a test process.
+var growMu sync.Mutex
+
+// GrowRealNodes makes sure the cluster has at least n real nodes, adding
+// them with localcluster.AddRealNode as needed (a few seconds each; they
+// stay until the cluster stops), and returns the names of all of them. It
+// needs what NeedRealNodes needs, and root to add: otherwise it ends the test
+// the same way (a skip, a failure under CI=true); a failure to add fails the
+// test. It updates c.RealNodes, so call it from a test that does not run in
+// parallel with tests that read them. Test processes growing the cluster at
+// the same time may add one node more than asked for.
+func (c *Cluster) GrowRealNodes(t testing.TB, n int) []string {
+	t.Helper()
+	growMu.Lock()
+	defer growMu.Unlock()
+	c.NeedRealNodes(t, 1)
+	for {
+		s, err := localcluster.Load(c.StateDir)
+		if err != nil {
+			t.Fatalf("grow the real nodes: %v", err)
+		}
+		if len(s.RealNodes) != len(c.RealNodes) {
+			c.RealNodes, c.state = s.RealNodes, s
+		}
+		if len(s.RealNodes) >= n {
+			break
+		}
+		if os.Geteuid() != 0 {
+			need.Unavailable(t, "real-node", fmt.Sprintf("needs %d real nodes, the local cluster has %d, and root to add more (euid != 0)", n, len(s.RealNodes)))
+		}
+		o, err := options("")
+		if err != nil {
+			t.Fatalf("grow the real nodes: %v", err)
+		}
+		o.StateDir = c.StateDir
+		added, err := localcluster.AddRealNode(context.Background(), o)
+		if err != nil {
+			t.Fatalf("grow the real nodes to %d: %v", n, err)
+		}
+		t.Logf("added real node %s", added.Name)
+	}
+	names := make([]string, len(c.RealNodes))
+	for i, rn := range c.RealNodes {
+		names[i] = rn.Name
+	}
+	return names
+}
+
 // NeedRealNode is NeedRealNodes(t, 1), returning the first.
 func (c *Cluster) NeedRealNode(t testing.TB) *localcluster.RealNode {
 	t.Helper()
