@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,6 +88,26 @@ func PodManagementPolicy(f *flockv1.Flock) appsv1.PodManagementPolicyType {
 		return appsv1.OrderedReadyPodManagement
 	}
 	return appsv1.ParallelPodManagement
+}
+
+// defaultNodeLossAfter is spec.nodeLoss.after when unset.
+const defaultNodeLossAfter = 10 * time.Minute
+
+// NodeLossRuleOf is f's spec.nodeLoss with defaults applied: nil unless
+// the policy is Reassign.
+func NodeLossRuleOf(f *flockv1.Flock) *NodeLossRule {
+	nl := f.Spec.NodeLoss
+	if nl == nil || nl.Policy != flockv1.NodeLossReassign {
+		return nil
+	}
+	r := &NodeLossRule{After: defaultNodeLossAfter, Quorum: replicas(f)/2 + 1}
+	if nl.After != nil {
+		r.After = max(nl.After.Duration, 0)
+	}
+	if nl.Quorum != nil {
+		r.Quorum = *nl.Quorum
+	}
+	return r
 }
 
 func updateStrategy(f *flockv1.Flock) appsv1.StatefulSetUpdateStrategy {

@@ -165,12 +165,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
+	if d := obs.Placement.Recheck; d > 0 {
+		// A member waiting for a lost node may move then (spec.nodeLoss).
+		return ctrl.Result{RequeueAfter: d + time.Second}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
 // reconcile applies the desired objects and returns what it observed.
 func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed, error) {
-	obs := Observed{Flock: f}
+	obs := Observed{Flock: f, Now: time.Now()}
 	mode, err := r.mode(ctx, f)
 	if err != nil {
 		return obs, err
@@ -184,7 +188,7 @@ func (r *Reconciler) reconcile(ctx context.Context, f *flockv1.Flock) (Observed,
 	}
 	in := DesiredInput{Flock: f, Mode: mode}
 	if mode == flockv1.ModeNodePinned {
-		p, hostnames, err := r.place(ctx, f)
+		p, hostnames, err := r.place(ctx, f, obs.Now)
 		if err != nil {
 			return obs, err
 		}
@@ -294,7 +298,7 @@ func (r *Reconciler) volumes(ctx context.Context, f *flockv1.Flock) ([]corev1.Pe
 
 // place computes the NodePinned placement from the Flock's volumes (where
 // the data is), its status, the nodes and the reassign annotation.
-func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock) (Placement, map[string]string, error) {
+func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock, now time.Time) (Placement, map[string]string, error) {
 	pvs, err := r.volumes(ctx, f)
 	if err != nil {
 		return Placement{}, nil, err
@@ -312,21 +316,40 @@ func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock) (Placement, ma
 	// A malformed annotation is refused as a whole (and consumed): it never
 	// stops the reconcile, and no entry of it moves anything.
 	reassign, perr := ParseReassign(f.Annotations[flockv1.ReassignAnnotation])
-	moving := map[int32]string{}
+	moving, lostSince := map[int32]string{}, map[int32]time.Time{}
 	for _, m := range f.Status.Members {
 		if m.MovingFrom != "" {
 			moving[m.Ordinal] = m.MovingFrom
 		}
+		if lostNode(m.Waiting) && m.WaitingSince != nil {
+			lostSince[m.Ordinal] = m.WaitingSince.Time
+		}
+	}
+	current := CurrentAssignments(f.Status.Members, pvs)
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(f.Namespace), client.MatchingLabels(SelectorLabels(f))); err != nil {
+		return Placement{}, nil, fmt.Errorf("list pods: %w", err)
+	}
+	ready := map[int32]bool{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if o, ok := ordinal(f, pod); ok && pod.DeletionTimestamp == nil && podReady(pod) && pod.Spec.NodeName == current[o] {
+			ready[o] = true
+		}
 	}
 	p := Place(PlacementInput{
 		Replicas:    replicas(f),
-		Current:     CurrentAssignments(f.Status.Members, pvs),
+		Current:     current,
 		Nodes:       infos,
 		Selector:    f.Spec.NodeSelector,
 		Tolerations: f.Spec.Tolerations,
 		Reassign:    reassign,
 		Moving:      moving,
 		Parallel:    f.Annotations[flockv1.ReassignParallelAnnotation] == "true",
+		NodeLoss:    NodeLossRuleOf(f),
+		Now:         now,
+		LostSince:   lostSince,
+		Ready:       ready,
 	})
 	if perr != nil {
 		p.Invalid = fmt.Sprintf("annotation %s=%q: %v", flockv1.ReassignAnnotation, f.Annotations[flockv1.ReassignAnnotation], perr)
@@ -427,18 +450,46 @@ func (r *Reconciler) completeMoves(ctx context.Context, f *flockv1.Flock, p Plac
 			}
 			return fmt.Errorf("get pod %s: %w", key.Name, err)
 		}
-		if pod.DeletionTimestamp != nil || pod.Spec.NodeName == node {
+		if pod.Spec.NodeName == node {
+			continue
+		}
+		// On a lost node no kubelet confirms the deletion: the pod would
+		// stay Terminating, and the StatefulSet never makes its successor.
+		lost, err := r.nodeLost(ctx, pod.Spec.NodeName)
+		if err != nil {
+			return err
+		}
+		if pod.DeletionTimestamp != nil && !lost {
 			continue
 		}
 		if err := r.checkLeader(ctx); err != nil {
 			return err
 		}
-		if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+		if lost {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		if err := r.Client.Delete(ctx, &pod, opts...); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete pod %s of moved member: %w", key.Name, err)
 		}
-		log.FromContext(ctx).Info("deleted pod of moved member", "member", ord, "pod", key.Name, "node", node)
+		log.FromContext(ctx).Info("deleted pod of moved member", "member", ord, "pod", key.Name, "node", node, "from", pod.Spec.NodeName, "nodeLost", lost)
 	}
 	return nil
+}
+
+// nodeLost reports whether node (a pod's) is gone or not Ready.
+func (r *Reconciler) nodeLost(ctx context.Context, name string) (bool, error) {
+	if name == "" {
+		return false, nil
+	}
+	var n corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return nodeNotReady(&n), nil
 }
 
 // replaceStatefulSetForPolicy deletes, orphaning its pods, a StatefulSet of
@@ -654,8 +705,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, f *flockv1.Flock, obs Obse
 		}) {
 			data = "the data it left there on an earlier move"
 		}
+		why := "as asked (" + flockv1.ReassignAnnotation + ")"
+		if d, ok := obs.Placement.NodeLost[o]; ok {
+			why = fmt.Sprintf("because its node was lost for %s (spec.nodeLoss policy Reassign)", d.Round(time.Second))
+		}
 		r.Recorder.Eventf(f, nil, corev1.EventTypeNormal, "MemberMoved", "Reassign",
-			"member %d moves from node %s to %s and starts there with %s; its data on %s stays there", o, from, to, data, from)
+			"member %d moves from node %s to %s %s and starts there with %s; its data on %s stays there", o, from, to, why, data, from)
 	}
 	return nil
 }

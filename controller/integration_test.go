@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -735,6 +736,55 @@ func TestReassign(t *testing.T) {
 	e.waitEvent("VolumeRebound", oldPV)
 }
 
+// TestNodeLoss: a member whose node is deleted waits for it under the
+// default policy (Wait), and moves to the free node with a fresh volume once
+// the Flock's spec.nodeLoss says Reassign and it has waited longer than
+// after; its old volume stays, and status and an Event say why it moved.
+func TestNodeLoss(t *testing.T) {
+	e := newEnv(t, 4)
+	e.startManager()
+	ctx := context.Background()
+	if err := e.cl.Create(ctx, e.flock("nl", flockv1.ModeNodePinned, 3)); err != nil {
+		t.Fatal(err)
+	}
+	nodes := e.waitPinnedReady("nl", 3)
+	free := ""
+	for _, n := range e.nodes {
+		if !slices.Contains(slices.Collect(maps.Values(nodes)), n) {
+			free = n
+		}
+	}
+	oldPV := controller.VolumeName(e.get("nl"), "data", 1, nodes[1])
+	if err := e.cl.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitsFor("nl", 1, controller.WaitNodeGone)
+	settle()
+	m := members(e.get("nl"))[1]
+	if m.Node != nodes[1] || m.MovingFrom != "" || m.WaitingSince == nil {
+		t.Fatalf("policy Wait: member 1 %+v, want it waiting for %s since a recorded time", m, nodes[1])
+	}
+
+	patch := []byte(`{"spec":{"nodeLoss":{"policy":"Reassign","after":"2s"}}}`)
+	if err := e.cl.Patch(ctx, &flockv1.Flock{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "nl"}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	note := e.waitEvent("MemberMoved", "its node was lost")
+	if !strings.Contains(note, "from node "+nodes[1]+" to "+free) {
+		t.Errorf("MemberMoved says %q, want member 1 from %s to %s", note, nodes[1], free)
+	}
+	if got := e.waitPinnedReady("nl", 3); got[1] != free || got[0] != nodes[0] || got[2] != nodes[2] {
+		t.Fatalf("after the node loss: placement %v, want member 1 on %s, the others where they were (%v)", got, free, nodes)
+	}
+	var pv corev1.PersistentVolume
+	if err := e.cl.Get(ctx, types.NamespacedName{Name: oldPV}, &pv); err != nil {
+		t.Fatalf("old volume of member 1: %v (data must stay)", err)
+	}
+	if m := members(e.get("nl"))[1]; m.MovingFrom != "" || m.MoveReason != "" || m.Waiting != "" {
+		t.Errorf("move done, yet member 1 is %+v", m)
+	}
+}
+
 // annotate sets (or, for value "-", removes) an annotation of Flock name.
 func (e *env) annotate(name, key, value string) {
 	v := any(value)
@@ -829,6 +879,13 @@ func TestAPIValidation(t *testing.T) {
 		}},
 		{"budget with minAvailable and maxUnavailable", func(f *flockv1.Flock) {
 			f.Spec.PodDisruptionBudget = &flockv1.PodDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+		}},
+		{"unknown nodeLoss policy", func(f *flockv1.Flock) { f.Spec.NodeLoss = &flockv1.NodeLoss{Policy: "Evict"} }},
+		{"negative nodeLoss.after", func(f *flockv1.Flock) {
+			f.Spec.NodeLoss = &flockv1.NodeLoss{Policy: flockv1.NodeLossReassign, After: &metav1.Duration{Duration: -time.Minute}}
+		}},
+		{"negative nodeLoss.quorum", func(f *flockv1.Flock) {
+			f.Spec.NodeLoss = &flockv1.NodeLoss{Policy: flockv1.NodeLossReassign, Quorum: ptr.To[int32](-1)}
 		}},
 	}
 	for _, tt := range invalid {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,24 @@ type PlacementInput struct {
 	Moving map[int32]string
 	// Parallel starts every valid Reassign entry at once instead of one at a time.
 	Parallel bool
+	// NodeLoss is the rule that moves members whose node is lost; nil
+	// (policy Wait) never moves a member by itself.
+	NodeLoss *NodeLossRule
+	// Now is when the decision is made (NodeLoss only).
+	Now time.Time
+	// LostSince maps members that were already waiting for a lost node to
+	// when they started waiting (status.members[].waitingSince).
+	LostSince map[int32]time.Time
+	// Ready are the active members whose pod is Ready on their node.
+	Ready map[int32]bool
+}
+
+// NodeLossRule is spec.nodeLoss with policy Reassign, defaults applied.
+type NodeLossRule struct {
+	// After is how long a member waits for its lost node before it moves.
+	After time.Duration
+	// Quorum is how many other members must be Ready for a move to start.
+	Quorum int32
 }
 
 // Placement is the result of Place.
@@ -79,6 +98,14 @@ type Placement struct {
 	// Invalid says why the reassign annotation was refused as a whole
 	// (malformed); set by the reconciler, not by Place.
 	Invalid string
+	// NodeLost are the moves of Started that the NodeLoss rule started:
+	// ordinal -> how long the member had waited for its lost node.
+	NodeLost map[int32]time.Duration
+	// Held says, for each member waiting for a lost node under a NodeLoss
+	// rule that did not move it now, when it will move or why it does not.
+	Held map[int32]string
+	// Recheck is how soon a held member's wait runs out (0: none does).
+	Recheck time.Duration
 }
 
 // Waiting reasons.
@@ -106,7 +133,12 @@ const (
 //     exists. Nothing else ever moves a member;
 //   - new active members go, lowest ordinal first, to free eligible
 //     nodes, preferring the zone with the fewest members, then the node
-//     name; when no node is free they wait.
+//     name; when no node is free they wait;
+//   - under a NodeLoss rule, a member that has waited for its lost node
+//     (gone or not Ready) longer than After moves to a free eligible node,
+//     one member at a time: only when no move is under way or started
+//     now, every other active member is Ready, and at least Quorum of
+//     them are. The lowest such ordinal goes first.
 func Place(in PlacementInput) Placement {
 	byName := make(map[string]NodeInfo, len(in.Nodes))
 	for _, n := range in.Nodes {
@@ -116,7 +148,8 @@ func Place(in PlacementInput) Placement {
 		n, ok := byName[name]
 		return ok && !n.NotReady && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
 	}
-	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}, Started: map[int32]string{}, Refused: map[int32]string{}, Queued: map[int32]string{}}
+	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}, Started: map[int32]string{}, Refused: map[int32]string{}, Queued: map[int32]string{},
+		NodeLost: map[int32]time.Duration{}, Held: map[int32]string{}}
 	used := map[string]int32{}
 	for o, node := range in.Current {
 		if node == "" {
@@ -195,8 +228,71 @@ func Place(in PlacementInput) Placement {
 			p.Waiting[o] = WaitNodeTainted
 		}
 	}
+	if in.NodeLoss != nil {
+		p.moveLost(in, busy, used, eligible)
+	}
 	return p
 }
+
+// moveLost applies the NodeLoss rule (see Place) to the members waiting for
+// a lost node.
+func (p *Placement) moveLost(in PlacementInput, busy bool, used map[string]int32, eligible func(string) bool) {
+	rule := in.NodeLoss
+	for _, o := range sortedKeys(p.Waiting) {
+		if !lostNode(p.Waiting[o]) {
+			continue
+		}
+		since, seen := in.LostSince[o]
+		left := rule.After
+		if seen {
+			left = since.Add(rule.After).Sub(in.Now)
+		}
+		if left > 0 {
+			p.Held[o] = fmt.Sprintf("moves to another node in %s unless its node returns (spec.nodeLoss)", left.Round(time.Second))
+			if p.Recheck == 0 || left < p.Recheck {
+				p.Recheck = left
+			}
+			continue
+		}
+		ready, notReady := int32(0), int32(-1)
+		for m := int32(0); m < in.Replicas; m++ {
+			switch {
+			case m == o:
+			case in.Ready[m]:
+				ready++
+			case notReady < 0:
+				notReady = m
+			}
+		}
+		var target string
+		var ok bool
+		switch {
+		case busy:
+			p.Held[o] = "not moved: another member is moving"
+		case notReady >= 0:
+			p.Held[o] = fmt.Sprintf("not moved: member %d is not Ready either", notReady)
+		case ready < rule.Quorum:
+			p.Held[o] = fmt.Sprintf("not moved: %d other members Ready, below the quorum of %d", ready, rule.Quorum)
+		default:
+			if target, ok = pickFree(in.Nodes, used, p.Assign, eligible); !ok {
+				p.Held[o] = "not moved: no free eligible node"
+			}
+		}
+		if !ok {
+			continue
+		}
+		cur := p.Assign[o]
+		delete(used, cur)
+		delete(p.Waiting, o)
+		p.Assign[o], used[target] = target, o
+		p.Started[o] = cur
+		p.NodeLost[o] = in.Now.Sub(since)
+		busy = true
+	}
+}
+
+// lostNode reports whether a waiting reason means the member's node is lost.
+func lostNode(reason string) bool { return reason == WaitNodeGone || reason == WaitNodeNotReady }
 
 // FormatReassign is the annotation value of the entries in m (the inverse
 // of ParseReassign), "" for none.

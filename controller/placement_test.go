@@ -3,7 +3,9 @@ package controller
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -235,5 +237,123 @@ func TestParseReassign(t *testing.T) {
 		if !tt.wantErr && !maps.Equal(got, tt.want) {
 			t.Errorf("ParseReassign(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestPlaceNodeLoss(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	rule := &NodeLossRule{After: 10 * time.Minute, Quorum: 2}
+	long := map[int32]time.Time{1: now.Add(-11 * time.Minute)}
+	// n2 lost (not Ready), n4 free; members 0 and 2 Ready.
+	nodes := []NodeInfo{node("n1", "a"), node("n2", "b", notReady), node("n3", "c"), node("n4", "b")}
+	cur := map[int32]string{0: "n1", 1: "n2", 2: "n3"}
+	ready02 := map[int32]bool{0: true, 2: true}
+	base := func(mod func(*PlacementInput)) PlacementInput {
+		in := PlacementInput{Replicas: 3, Nodes: nodes, Current: cur, NodeLoss: rule, Now: now, LostSince: long, Ready: ready02}
+		if mod != nil {
+			mod(&in)
+		}
+		return in
+	}
+	tests := []struct {
+		name        string
+		in          PlacementInput
+		wantStarted map[int32]string
+		wantHeld    string // substring of Held[1]; "" when it moves
+		wantRecheck time.Duration
+	}{{
+		name:        "lost longer than After, the others Ready: moves to the free node",
+		in:          base(nil),
+		wantStarted: map[int32]string{1: "n2"},
+	}, {
+		name:     "policy Wait: never moves",
+		in:       base(func(in *PlacementInput) { in.NodeLoss = nil }),
+		wantHeld: "-",
+	}, {
+		name: "a node gone counts as lost",
+		in: base(func(in *PlacementInput) {
+			in.Nodes = []NodeInfo{node("n1", "a"), node("n3", "c"), node("n4", "b")}
+		}),
+		wantStarted: map[int32]string{1: "n2"},
+	}, {
+		name:        "lost for less than After: held, recheck when it runs out",
+		in:          base(func(in *PlacementInput) { in.LostSince = map[int32]time.Time{1: now.Add(-4 * time.Minute)} }),
+		wantHeld:    "in 6m0s",
+		wantRecheck: 6 * time.Minute,
+	}, {
+		name:        "first seen lost now: held for all of After",
+		in:          base(func(in *PlacementInput) { in.LostSince = nil }),
+		wantHeld:    "in 10m0s",
+		wantRecheck: 10 * time.Minute,
+	}, {
+		name:     "another member not Ready: held",
+		in:       base(func(in *PlacementInput) { in.Ready = map[int32]bool{0: true} }),
+		wantHeld: "member 2 is not Ready",
+	}, {
+		name: "two nodes lost: nothing moves",
+		in: base(func(in *PlacementInput) {
+			in.Nodes = []NodeInfo{node("n1", "a"), node("n2", "b", notReady), node("n3", "c", notReady), node("n4", "b"), node("n5", "c")}
+			in.Ready = map[int32]bool{0: true}
+			in.LostSince = map[int32]time.Time{1: now.Add(-time.Hour), 2: now.Add(-time.Hour)}
+		}),
+		wantHeld: "member 2 is not Ready",
+	}, {
+		name:     "below the quorum: held",
+		in:       base(func(in *PlacementInput) { in.NodeLoss = &NodeLossRule{After: time.Minute, Quorum: 3} }),
+		wantHeld: "below the quorum of 3",
+	}, {
+		name:     "a move under way: held",
+		in:       base(func(in *PlacementInput) { in.Moving = map[int32]string{0: "n9"} }),
+		wantHeld: "another member is moving",
+	}, {
+		name: "an explicit move started now: held",
+		in: base(func(in *PlacementInput) {
+			in.Nodes = append(slices.Clone(nodes), node("n5", "a"))
+			in.Reassign = map[int32]string{0: "n5"}
+		}),
+		wantStarted: map[int32]string{0: "n1"},
+		wantHeld:    "another member is moving",
+	}, {
+		name:     "no free eligible node: held",
+		in:       base(func(in *PlacementInput) { in.Nodes = nodes[:3] }),
+		wantHeld: "no free eligible node",
+	}, {
+		name:     "the free node is cordoned: held",
+		in:       base(func(in *PlacementInput) { in.Nodes = append(slices.Clone(nodes[:3]), node("n4", "b", cordoned)) }),
+		wantHeld: "no free eligible node",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Place(tt.in)
+			if len(got.Started)+len(tt.wantStarted) > 0 && !maps.Equal(got.Started, tt.wantStarted) {
+				t.Errorf("Started = %v, want %v", got.Started, tt.wantStarted)
+			}
+			held := got.Held[1]
+			switch {
+			case tt.wantHeld == "" && held != "":
+				t.Errorf("Held[1] = %q, want a move", held)
+			case tt.wantHeld == "-" && held != "":
+				t.Errorf("Held[1] = %q under policy Wait", held)
+			case tt.wantHeld != "" && tt.wantHeld != "-" && !strings.Contains(held, tt.wantHeld):
+				t.Errorf("Held[1] = %q, want it to say %q", held, tt.wantHeld)
+			}
+			if got.Recheck != tt.wantRecheck {
+				t.Errorf("Recheck = %v, want %v", got.Recheck, tt.wantRecheck)
+			}
+			_, moved := got.Started[1]
+			if _, byRule := got.NodeLost[1]; moved != (tt.wantHeld == "") || byRule != moved {
+				t.Errorf("member 1 moved %v (by the rule: %v), want %v", moved, byRule, tt.wantHeld == "")
+			}
+			if moved {
+				if got.Assign[1] != "n4" || got.Waiting[1] != "" {
+					t.Errorf("member 1 assigned %q waiting %q, want n4 and not waiting", got.Assign[1], got.Waiting[1])
+				}
+				if d := got.NodeLost[1]; d != now.Sub(tt.in.LostSince[1]) {
+					t.Errorf("NodeLost[1] = %v, want %v", d, now.Sub(tt.in.LostSince[1]))
+				}
+			} else if !lostNode(got.Waiting[1]) {
+				t.Errorf("member 1 waits %q, want a lost-node reason", got.Waiting[1])
+			}
+		})
 	}
 }

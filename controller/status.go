@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,6 +24,8 @@ import (
 type Observed struct {
 	Flock *flockv1.Flock
 	Mode  flockv1.Mode
+	// Now is when the reconcile observed it.
+	Now time.Time
 	// Placement is the NodePinned placement (empty otherwise).
 	Placement Placement
 	// StatefulSet is the live StatefulSet, nil if it does not exist yet.
@@ -69,17 +72,21 @@ func Status(o Observed) flockv1.FlockStatus {
 	for o := range pods {
 		ords[o] = true
 	}
-	movingFrom := map[int32]string{}
+	prev := map[int32]flockv1.MemberStatus{}
 	for _, m := range f.Status.Members {
-		movingFrom[m.Ordinal] = m.MovingFrom
+		prev[m.Ordinal] = m
 	}
 	var waiting []string
 	for _, ord := range sortedKeys(ords) {
-		m := flockv1.MemberStatus{Ordinal: ord, Active: ord < want, Node: o.Placement.Assign[ord], MovingFrom: movingFrom[ord]}
+		m := flockv1.MemberStatus{Ordinal: ord, Active: ord < want, Node: o.Placement.Assign[ord],
+			MovingFrom: prev[ord].MovingFrom, MoveReason: prev[ord].MoveReason}
 		if from, ok := o.Placement.Started[ord]; ok {
-			m.MovingFrom = from
+			m.MovingFrom, m.MoveReason = from, MoveRequested
+			if _, ok := o.Placement.NodeLost[ord]; ok {
+				m.MoveReason = MoveNodeLost
+			}
 		} else if p := pods[ord]; p != nil && m.MovingFrom != "" && podReady(p) && p.Spec.NodeName == m.Node {
-			m.MovingFrom = "" // the move is done
+			m.MovingFrom, m.MoveReason = "", "" // the move is done
 		}
 		if p := pods[ord]; p != nil {
 			m.Ready = podReady(p)
@@ -100,13 +107,18 @@ func Status(o Observed) flockv1.FlockStatus {
 			}
 		}
 		if m.Waiting != "" {
-			waiting = append(waiting, fmt.Sprintf("%s-%d: %s", f.Name, ord, waitMessage(m.Waiting, m.Node)))
+			m.WaitingSince = waitingSince(prev[ord], m.Waiting, o.Now)
+			msg := waitMessage(m.Waiting, m.Node)
+			if held := o.Placement.Held[ord]; held != "" {
+				msg += "; " + held
+			}
+			waiting = append(waiting, fmt.Sprintf("%s-%d: %s", f.Name, ord, msg))
 		}
 		st.Members = append(st.Members, m)
 	}
 	for ord, why := range o.Placement.Waiting { // unplaced members are not in Assign
 		if !ords[ord] && ord < want {
-			st.Members = append(st.Members, flockv1.MemberStatus{Ordinal: ord, Active: true, Waiting: why})
+			st.Members = append(st.Members, flockv1.MemberStatus{Ordinal: ord, Active: true, Waiting: why, WaitingSince: waitingSince(prev[ord], why, o.Now)})
 			waiting = append(waiting, fmt.Sprintf("%s-%d: %s", f.Name, ord, waitMessage(why, "")))
 		}
 	}
@@ -138,6 +150,22 @@ func Status(o Observed) flockv1.FlockStatus {
 		set(flockv1.ConditionProgressing, metav1.ConditionTrue, "Scaling", fmt.Sprintf("%d of %d members ready", st.ReadyReplicas, want))
 	}
 	return st
+}
+
+// Move reasons (status.members[].moveReason).
+const (
+	MoveRequested = "Requested" // the flockd.io/reassign annotation
+	MoveNodeLost  = "NodeLost"  // spec.nodeLoss policy Reassign
+)
+
+// waitingSince is when a member waiting for reason started waiting: as
+// recorded before if it waited for the same reason (any lost-node reason
+// counts as one), else now, to the second (as the API keeps it).
+func waitingSince(prev flockv1.MemberStatus, reason string, now time.Time) *metav1.Time {
+	if prev.WaitingSince != nil && (prev.Waiting == reason || lostNode(prev.Waiting) && lostNode(reason)) {
+		return prev.WaitingSince.DeepCopy()
+	}
+	return &metav1.Time{Time: now.Truncate(time.Second)}
 }
 
 // ErrorStatus is the status after a failed or refused reconcile: the last

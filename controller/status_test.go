@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -228,6 +229,45 @@ func TestStatusMovingFrom(t *testing.T) {
 				t.Errorf("movingFrom = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestStatusNodeLoss(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(5*time.Minute + 300*time.Millisecond)
+	f := testFlock()
+	f.Status.Members = []flockv1.MemberStatus{
+		{Ordinal: 0, Node: "n1", Active: true, Waiting: WaitNodeNotReady, WaitingSince: &metav1.Time{Time: t0}},
+		{Ordinal: 1, Node: "n2", Active: true, Waiting: WaitNodeUnschedulable, WaitingSince: &metav1.Time{Time: t0}},
+		{Ordinal: 2, Node: "n3", Active: true, MovingFrom: "n9", MoveReason: MoveRequested},
+	}
+	obs := Observed{Flock: f, Mode: flockv1.ModeNodePinned, StatefulSet: rolledOut(3), Now: now,
+		Placement: Placement{
+			Assign:  map[int32]string{0: "n1", 1: "n2", 2: "n4"},
+			Waiting: map[int32]string{0: WaitNodeGone, 1: WaitNodeNotReady},
+			Started: map[int32]string{2: "n3"}, NodeLost: map[int32]time.Duration{2: time.Hour},
+			Held: map[int32]string{0: "not moved: member 1 is not Ready either"},
+		},
+		Pods: []corev1.Pod{pod("zk-2", "n3", false)}}
+	st := Status(obs)
+	byOrd := map[int32]flockv1.MemberStatus{}
+	for _, m := range st.Members {
+		byOrd[m.Ordinal] = m
+	}
+	// NotReady, then gone: one loss, its start kept.
+	if m := byOrd[0]; m.WaitingSince == nil || !m.WaitingSince.Time.Equal(t0) {
+		t.Errorf("member 0 waitingSince = %v, want %v (the node was lost all along)", m.WaitingSince, t0)
+	}
+	// Unschedulable, then lost: a new wait, from now (to the second).
+	if m := byOrd[1]; m.WaitingSince == nil || !m.WaitingSince.Time.Equal(now.Truncate(time.Second)) {
+		t.Errorf("member 1 waitingSince = %v, want %v", m.WaitingSince, now.Truncate(time.Second))
+	}
+	if m := byOrd[2]; m.MovingFrom != "n3" || m.MoveReason != MoveNodeLost || m.Waiting != "" || m.WaitingSince != nil {
+		t.Errorf("member 2 = %+v, want moving from n3 because NodeLost, not waiting", m)
+	}
+	deg := meta.FindStatusCondition(st.Conditions, flockv1.ConditionDegraded)
+	if deg == nil || !strings.Contains(deg.Message, "zk-0: node n1 is gone") || !strings.Contains(deg.Message, "member 1 is not Ready either") {
+		t.Errorf("Degraded = %+v, want member 0's wait and why it did not move", deg)
 	}
 }
 

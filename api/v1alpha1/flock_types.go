@@ -179,6 +179,53 @@ type FlockSpec struct {
 	// it removes the budget.
 	// +optional
 	PodDisruptionBudget *PodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// NodeLoss says what happens in NodePinned mode to a member whose node
+	// is lost (not Ready, or deleted). Without it, or with policy Wait, the
+	// member waits for its node however long that takes.
+	// +optional
+	NodeLoss *NodeLoss `json:"nodeLoss,omitempty"`
+}
+
+// NodeLossPolicy is what the controller does with a member whose node is lost.
+// +kubebuilder:validation:Enum=Wait;Reassign
+type NodeLossPolicy string
+
+const (
+	// NodeLossWait keeps the member waiting for its node, where its data is.
+	NodeLossWait NodeLossPolicy = "Wait"
+	// NodeLossReassign moves the member to a healthy node with a fresh,
+	// empty volume once its node has been lost for longer than After. The
+	// member's local copy stays on the lost node and is not used again;
+	// the application's own replication must rebuild it (an etcd or
+	// ZooKeeper member rejoins and catches up from the others).
+	NodeLossReassign NodeLossPolicy = "Reassign"
+)
+
+// NodeLoss is the node-loss policy of a NodePinned Flock. Under Reassign,
+// moves are cautious: one member at a time, only while no other member is
+// moving and every other active member is Ready, and only when at least
+// Quorum members are Ready. With two nodes lost at once nothing moves: an
+// operator decides (flockd.io/reassign).
+type NodeLoss struct {
+	// Policy is Wait (the default) or Reassign.
+	// +kubebuilder:default=Wait
+	// +optional
+	Policy NodeLossPolicy `json:"policy,omitempty"`
+	// After is how long a member must have waited for its lost node
+	// before it is moved (Reassign only). A node goes NotReady some 40s
+	// after its kubelet stops reporting; After counts from then.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="after must not be negative"
+	// +optional
+	After *metav1.Duration `json:"after,omitempty"`
+	// Quorum is how many members, not counting the one to move, must be
+	// Ready for a move to start. Defaults to a majority of replicas
+	// (replicas/2 + 1): with 3 members, the 2 others; with 2 members, no
+	// move (the survivor alone has no quorum).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Quorum *int32 `json:"quorum,omitempty"`
 }
 
 // UpdateStrategy says how the members' pods are replaced when the template
@@ -299,12 +346,23 @@ type MemberStatus struct {
 	// Waiting says why the member cannot run, if it cannot.
 	// +optional
 	Waiting string `json:"waiting,omitempty"`
-	// MovingFrom is set while an explicit reassignment of the member is
-	// under way: the node it leaves (its data stays there). The controller
-	// releases the member's claims bound there and deletes its pod, and
+	// MovingFrom is set while a reassignment of the member (explicit, or
+	// by spec.nodeLoss) is under way: the node it leaves (its data stays
+	// there). The controller releases the member's claims bound there and
+	// deletes its pod (at once, without a grace period, when that node is
+	// lost: its kubelet cannot confirm), and
 	// clears MovingFrom once the member is Ready on Node.
 	// +optional
 	MovingFrom string `json:"movingFrom,omitempty"`
+	// MoveReason says why the member is moving while MovingFrom is set:
+	// Requested (the flockd.io/reassign annotation) or NodeLost
+	// (spec.nodeLoss policy Reassign).
+	// +optional
+	MoveReason string `json:"moveReason,omitempty"`
+	// WaitingSince is when the member started waiting for the reason in
+	// Waiting (a node lost, gone or not Ready, counts as one reason).
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // FlockStatus is the observed state of a Flock.
