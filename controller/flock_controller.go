@@ -326,6 +326,12 @@ func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock, now time.Time)
 		}
 	}
 	current := CurrentAssignments(f.Status.Members, pvs)
+	dataOn := map[int32][]string{}
+	for i := range pvs {
+		if ord, err := strconv.ParseInt(pvs[i].Labels[flockv1.MemberLabel], 10, 32); err == nil {
+			dataOn[int32(ord)] = append(dataOn[int32(ord)], pvs[i].Annotations[nodeAnnotation])
+		}
+	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(f.Namespace), client.MatchingLabels(SelectorLabels(f))); err != nil {
 		return Placement{}, nil, fmt.Errorf("list pods: %w", err)
@@ -350,6 +356,7 @@ func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock, now time.Time)
 		Now:         now,
 		LostSince:   lostSince,
 		Ready:       ready,
+		DataOn:      dataOn,
 	})
 	if perr != nil {
 		p.Invalid = fmt.Sprintf("annotation %s=%q: %v", flockv1.ReassignAnnotation, f.Annotations[flockv1.ReassignAnnotation], perr)

@@ -72,6 +72,9 @@ type PlacementInput struct {
 	LostSince map[int32]time.Time
 	// Ready are the active members whose pod is Ready on their node.
 	Ready map[int32]bool
+	// DataOn maps members to the nodes that hold a volume of theirs
+	// (their current node, and nodes they left).
+	DataOn map[int32][]string
 }
 
 // NodeLossRule is spec.nodeLoss with policy Reassign, defaults applied.
@@ -130,13 +133,14 @@ const (
 //     queued. "i=node" starts if member i is active and the node is
 //     eligible and holds no other member; a bare "i" starts only if member
 //     i's node is gone or no longer eligible now, and a free eligible node
-//     exists. Nothing else ever moves a member;
+//     exists that holds no older data of member i (DataOn). Nothing else
+//     but the NodeLoss rule ever moves a member;
 //   - new active members go, lowest ordinal first, to free eligible
 //     nodes, preferring the zone with the fewest members, then the node
 //     name; when no node is free they wait;
 //   - under a NodeLoss rule, a member that has waited for its lost node
-//     (gone or not Ready) longer than After moves to a free eligible node,
-//     one member at a time: only when no move is under way or started
+//     (gone or not Ready) longer than After moves to a free eligible node
+//     without older data of it, one member at a time: only when no move is under way or started
 //     now, every other active member is Ready, and at least Quorum of
 //     them are. The lowest such ordinal goes first.
 func Place(in PlacementInput) Placement {
@@ -147,6 +151,11 @@ func Place(in PlacementInput) Placement {
 	eligible := func(name string) bool {
 		n, ok := byName[name]
 		return ok && !n.NotReady && !n.Unschedulable && selects(in.Selector, n.Labels) && tolerates(in.Tolerations, n.Taints)
+	}
+	// A move the controller picks the node for never goes where the
+	// member left older data: it would start from it (see rebindReleased).
+	fresh := func(o int32) func(string) bool {
+		return func(name string) bool { return eligible(name) && !slices.Contains(in.DataOn[o], name) }
 	}
 	p := Placement{Assign: map[int32]string{}, Waiting: map[int32]string{}, Started: map[int32]string{}, Refused: map[int32]string{}, Queued: map[int32]string{},
 		NodeLost: map[int32]time.Duration{}, Held: map[int32]string{}}
@@ -191,9 +200,9 @@ func Place(in PlacementInput) Placement {
 			continue
 		}
 		if target == "" {
-			n, ok := pickFree(in.Nodes, used, p.Assign, eligible)
+			n, ok := pickFree(in.Nodes, used, p.Assign, fresh(o))
 			if !ok {
-				p.Refused[o] = "no free eligible node"
+				p.Refused[o] = fmt.Sprintf("no free eligible node without older data of member %d (name one, %d=<node>, to move it there)", o, o)
 				continue
 			}
 			target = n
@@ -229,14 +238,14 @@ func Place(in PlacementInput) Placement {
 		}
 	}
 	if in.NodeLoss != nil {
-		p.moveLost(in, busy, used, eligible)
+		p.moveLost(in, busy, used, fresh)
 	}
 	return p
 }
 
 // moveLost applies the NodeLoss rule (see Place) to the members waiting for
 // a lost node.
-func (p *Placement) moveLost(in PlacementInput, busy bool, used map[string]int32, eligible func(string) bool) {
+func (p *Placement) moveLost(in PlacementInput, busy bool, used map[string]int32, fresh func(int32) func(string) bool) {
 	rule := in.NodeLoss
 	for _, o := range sortedKeys(p.Waiting) {
 		if !lostNode(p.Waiting[o]) {
@@ -274,8 +283,8 @@ func (p *Placement) moveLost(in PlacementInput, busy bool, used map[string]int32
 		case ready < rule.Quorum:
 			p.Held[o] = fmt.Sprintf("not moved: %d other members Ready, below the quorum of %d", ready, rule.Quorum)
 		default:
-			if target, ok = pickFree(in.Nodes, used, p.Assign, eligible); !ok {
-				p.Held[o] = "not moved: no free eligible node"
+			if target, ok = pickFree(in.Nodes, used, p.Assign, fresh(o)); !ok {
+				p.Held[o] = "not moved: no free eligible node without older data of this member"
 			}
 		}
 		if !ok {

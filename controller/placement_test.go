@@ -135,6 +135,16 @@ func TestPlace(t *testing.T) {
 			Reassign: map[int32]string{1: ""}},
 		wantAssign: map[int32]string{0: "n1", 1: "n3"}, wantWaiting: map[int32]string{1: WaitNodeGone}, wantRefused: []int32{1},
 	}, {
+		name: "bare reassign never picks a node with older data of the member",
+		in: PlacementInput{Replicas: 2, Nodes: []NodeInfo{node("n1", "a"), node("n3", "b"), node("n4", "b")}, Current: map[int32]string{0: "n1", 1: "n2"},
+			Reassign: map[int32]string{1: ""}, DataOn: map[int32][]string{1: {"n2", "n3"}}},
+		wantAssign: map[int32]string{0: "n1", 1: "n4"}, wantStarted: map[int32]string{1: "n2"},
+	}, {
+		name: "bare reassign with only nodes holding older data is refused",
+		in: PlacementInput{Replicas: 2, Nodes: []NodeInfo{node("n1", "a"), node("n3", "b")}, Current: map[int32]string{0: "n1", 1: "n2"},
+			Reassign: map[int32]string{1: ""}, DataOn: map[int32][]string{1: {"n2", "n3"}}},
+		wantAssign: map[int32]string{0: "n1", 1: "n2"}, wantWaiting: map[int32]string{1: WaitNodeGone}, wantRefused: []int32{1},
+	}, {
 		name: "reassign of an inactive member is refused, not kept for a later scale-up",
 		in: PlacementInput{Replicas: 1, Nodes: four, Current: map[int32]string{0: "n1", 1: "n3"},
 			Reassign: map[int32]string{1: "n4"}},
@@ -317,6 +327,16 @@ func TestPlaceNodeLoss(t *testing.T) {
 		name:     "no free eligible node: held",
 		in:       base(func(in *PlacementInput) { in.Nodes = nodes[:3] }),
 		wantHeld: "no free eligible node",
+	}, {
+		name:     "the free node holds older data of the member: held",
+		in:       base(func(in *PlacementInput) { in.DataOn = map[int32][]string{1: {"n2", "n4"}} }),
+		wantHeld: "no free eligible node without older data",
+	}, {
+		name: "older data of another member does not matter",
+		in: base(func(in *PlacementInput) {
+			in.DataOn = map[int32][]string{0: {"n1", "n4"}, 1: {"n2"}}
+		}),
+		wantStarted: map[int32]string{1: "n2"},
 	}, {
 		name:     "the free node is cordoned: held",
 		in:       base(func(in *PlacementInput) { in.Nodes = append(slices.Clone(nodes[:3]), node("n4", "b", cordoned)) }),
