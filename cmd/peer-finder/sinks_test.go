@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,5 +98,38 @@ func TestExecModeStartsAfterFilesReloadsAndExitsWithStatus(t *testing.T) {
 	}
 	if code := p.wait(t); code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
+	}
+}
+
+// TestAddressChangedBackReachesEverySink: web-1's address changes and then
+// changes back with its SRV record the same throughout (a pod re-created
+// twice, IPAM handing the freed address back); the lines-ip hook, the hosts
+// file and the JSON file get each address in turn (issue 36 #1: all three
+// kept the second address).
+func TestAddressChangedBackReachesEverySink(t *testing.T) {
+	dns := dnstest.New(t)
+	web1 := dns.Peers(svc, "web", 3, 80)[1]
+	dns.SetA(web1, "192.0.2.2")
+	dir := t.TempDir()
+	hosts, doc, runDir := filepath.Join(dir, "hosts"), filepath.Join(dir, "peers.json"), filepath.Join(dir, "runs")
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-json-file="+doc, "-format=lines-ip",
+		"-on-change="+recorder(t, runDir, "on-change", false))...)
+	for i, ip := range []string{"192.0.2.2", "192.0.2.5", "192.0.2.2"} {
+		dns.SetA(web1, ip)
+		waitFile(t, hosts, func(s string) bool { return strings.Contains(s, ip+"\tweb-1\n") })
+		waitFile(t, doc, func(s string) bool {
+			var d sink.Document
+			if json.Unmarshal([]byte(s), &d) != nil || len(d.Peers) != 3 {
+				return false
+			}
+			return slices.Equal(d.Peers[1].IPs, []string{ip})
+		})
+		rs := waitRuns(t, runDir, i+1)
+		if last := rs[len(rs)-1]; !strings.Contains(last.stdin, web1+" "+ip+"\n") {
+			t.Fatalf("change %d: the hook's last run got\n%s\nwant web-1 with %s", i, last.stdin, ip)
+		}
 	}
 }
