@@ -252,3 +252,40 @@ func TestUsageErrorsExitTwoNamingTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedOnChangeThenRevertedSetRunsAgain: set A (3 peers) succeeds; set
+// B (4 peers) makes on-change reconfigure the application and then exit 1;
+// DNS goes back to A. on-change runs for A, as upstream runs it for every
+// change of names (issue 36 #2: it was skipped as equal to the last success
+// while peer-finder logged "sink recovered", and the application stayed
+// configured for 4).
+func TestFailedOnChangeThenRevertedSetRunsAgain(t *testing.T) {
+	dns := dnstest.New(t)
+	a := []dnstest.SRVRecord{{Target: fqdn(0), Port: 80}, {Target: fqdn(1), Port: 80}, {Target: fqdn(2), Port: 80}}
+	dns.SetSRV(svc, a...)
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	// Each run appends the size it configured the application for; 4 fails.
+	script := filepath.Join(dir, "on-change.sh")
+	body := "#!/bin/sh\nn=$(grep -c .)\necho $n >> " + runs + "\n[ $n -ne 4 ]\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, append(common(dns.Addr()), "-trailing-newline", "-on-change="+script)...)
+	configured := func(want string) {
+		t.Helper()
+		waitFile(t, runs, func(s string) bool { return strings.HasPrefix(s, want) })
+	}
+	configured("3\n")
+	dns.SetSRV(svc, append(a, dnstest.SRVRecord{Target: fqdn(3), Port: 80})...)
+	configured("3\n4\n")
+	dns.SetSRV(svc, a...) // before the retry: it gets A
+	waitFile(t, runs, func(s string) bool { return strings.HasSuffix(s, "4\n3\n") })
+	// The recovery is logged after the run that configured A, not instead.
+	log := waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+	log = p.stderr.String()
+	after := log[strings.LastIndex(log, "sink failing"):]
+	if ran := strings.Index(after, "hook ran"); ran < 0 || ran > strings.Index(after, "sink recovered") {
+		t.Errorf("'sink recovered' without a run of on-change since it failed:\n%s", after)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,4 +100,96 @@ func TestExecModeStartsAfterFilesReloadsAndExitsWithStatus(t *testing.T) {
 	if code := p.wait(t); code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
+}
+
+// TestAddressChangedBackReachesEverySink: web-1's address changes and then
+// changes back with its SRV record the same throughout (a pod re-created
+// twice, IPAM handing the freed address back); the lines-ip hook, the hosts
+// file and the JSON file get each address in turn (issue 36 #1: all three
+// kept the second address).
+func TestAddressChangedBackReachesEverySink(t *testing.T) {
+	dns := dnstest.New(t)
+	web1 := dns.Peers(svc, "web", 3, 80)[1]
+	dns.SetA(web1, "192.0.2.2")
+	dir := t.TempDir()
+	hosts, doc, runDir := filepath.Join(dir, "hosts"), filepath.Join(dir, "peers.json"), filepath.Join(dir, "runs")
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-json-file="+doc, "-format=lines-ip",
+		"-on-change="+recorder(t, runDir, "on-change", false))...)
+	for i, ip := range []string{"192.0.2.2", "192.0.2.5", "192.0.2.2"} {
+		dns.SetA(web1, ip)
+		waitFile(t, hosts, func(s string) bool { return strings.Contains(s, ip+"\tweb-1\n") })
+		waitFile(t, doc, func(s string) bool {
+			var d sink.Document
+			if json.Unmarshal([]byte(s), &d) != nil || len(d.Peers) != 3 {
+				return false
+			}
+			return slices.Equal(d.Peers[1].IPs, []string{ip})
+		})
+		rs := waitRuns(t, runDir, i+1)
+		if last := rs[len(rs)-1]; !strings.Contains(last.stdin, web1+" "+ip+"\n") {
+			t.Fatalf("change %d: the hook's last run got\n%s\nwant web-1 with %s", i, last.stdin, ip)
+		}
+	}
+}
+
+// TestLockedHostsFileDoesNotBlockLaterSinks: another process holds the
+// hosts file's lock (`flock -x hosts sleep 30`). The hosts file sink gives up
+// after atomicfile.LockWait with an error naming the sink and the file, the
+// hook runs meanwhile, /readyz names the failing sink, and once the lock is
+// free the retry writes the newest set (issue 36 #3: the hook never ran,
+// nothing was logged, and /readyz named no sink).
+func TestLockedHostsFileDoesNotBlockLaterSinks(t *testing.T) {
+	dns := dnstest.New(t)
+	dns.Peers(svc, "web", 2, 80)
+	dir := t.TempDir()
+	hosts, runDir := filepath.Join(dir, "hosts"), filepath.Join(dir, "runs")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.Open(hosts) // as flock(1) would: another open file description
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0",
+		"-on-change="+recorder(t, runDir, "on-change", false))...)
+	waitRuns(t, runDir, 1)
+	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink failing") })
+	log := p.stderr.String()
+	failing := lineWith(log, "sink failing")
+	if !strings.Contains(failing, "sink=hosts-file") || !strings.Contains(failing, hosts) || !strings.Contains(failing, "held by another writer") {
+		t.Errorf("the failing record does not name the sink, %s and the lock:\n%s", hosts, failing)
+	}
+	addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
+	if addr == nil {
+		t.Fatalf("no metrics address in:\n%s", log)
+	}
+	ready := httpGet(t, "http://"+addr[1]+"/readyz")
+	t.Logf("log: %s\n/readyz: %s", failing, ready)
+	if !strings.Contains(ready, "sink hosts-file failing") || !strings.Contains(ready, hosts) {
+		t.Errorf("/readyz does not name the failing sink and %s:\n%s", hosts, ready)
+	}
+	if b, _ := os.ReadFile(hosts); string(b) != "127.0.0.1\tlocalhost\n" {
+		t.Errorf("the locked file was written:\n%s", b)
+	}
+
+	dns.Peers(svc, "web", 3, 80)
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "\tweb-2\n") })
+	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+	waitFile(t, "/dev/null", func(string) bool {
+		rs := runs(t, runDir)
+		return strings.Contains(rs[len(rs)-1].stdin, fqdn(2))
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Mode selects how a file is replaced.
@@ -110,7 +111,10 @@ func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error
 }
 
 // writer performs the writes through fs, the seam for fault injection.
-type writer struct{ fs fileSystem }
+type writer struct {
+	fs       fileSystem
+	lockWait time.Duration // the bound of a wait for a lock; LockWait when zero
+}
 
 // std writes to the real file system.
 var std = writer{fs: osFS{}}

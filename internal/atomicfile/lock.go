@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +26,9 @@ import (
 // replace renames a new file over the locked one, Update checks after
 // locking that path still names the locked file and otherwise locks again.
 // While the file does not exist, its directory is locked instead. Waiting for
-// the lock ends with ctx. File systems without flock support are written
-// without a lock.
+// the lock ends with ctx, or after LockWait with an error wrapping ErrLocked
+// that names path. File systems without flock support are written without a
+// lock.
 func Update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn func(current []byte) ([]byte, error)) (Result, error) {
 	return std.update(ctx, path, perm, mode, fn)
 }
@@ -55,7 +57,7 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 }
 
 // ReadFile reads path under a shared lock, so it never sees an in-place
-// rewrite by Update half done.
+// rewrite by Update half done. It waits for the lock as Update does.
 func ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
@@ -68,10 +70,26 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
+// LockWait bounds the wait for a file's lock in Update and ReadFile. Writers
+// hold it for milliseconds, so a lock held longer is someone else's (an
+// operator's `flock -x hosts sleep 30`, a hung process): the call fails
+// after LockWait, so that the caller can report it and go on, instead of
+// waiting as long as that holder likes.
+const LockWait = 5 * time.Second
+
+// ErrLocked is wrapped by the error of Update and ReadFile when the file's
+// lock was still held by another writer after LockWait.
+var ErrLocked = errors.New("held by another writer")
+
 // lock takes a flock(2) lock of kind how on path, or on its directory while
 // path does not exist, and returns the function that releases it; held is
-// false when the file system has no locks and nothing was locked.
+// false when the file system has no locks and nothing was locked. It waits
+// for the lock until ctx ends or for the writer's lockWait (LockWait when
+// zero) at most.
 func (w writer) lock(ctx context.Context, path string, how int) (unlock func(), held bool, err error) {
+	wait := cmp.Or(w.lockWait, LockWait)
+	ctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("%w for %v", ErrLocked, wait))
+	defer cancel()
 	for {
 		f, missing, err := w.openForLock(path)
 		if err != nil {
@@ -124,7 +142,8 @@ func lockedIsCurrent(f file, path string, missing bool) bool {
 }
 
 // flock takes the lock without blocking the goroutine past ctx: it retries a
-// non-blocking attempt with a growing pause (1 ms to 50 ms).
+// non-blocking attempt with a growing pause (1 ms to 50 ms), and returns
+// ctx's cause when ctx ends first.
 func flock(ctx context.Context, f file, how int) error {
 	pause := time.Millisecond
 	for {
@@ -136,7 +155,7 @@ func flock(ctx context.Context, f file, how int) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-t.C:
 		}
 		pause = min(2*pause, 50*time.Millisecond)

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestUpdateWaitsForTheLock holds the file's lock as another writer would
@@ -54,6 +56,36 @@ func TestUpdateWaitsForTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertFile(t, fresh, "x\n")
+}
+
+// TestUpdateLockWaitIsBounded: a lock another writer keeps (an operator's
+// `flock -x hosts sleep 30`) makes Update and ReadFile fail after the
+// writer's bound with ErrLocked naming the file, not wait for the holder;
+// nothing is read or written meanwhile.
+func TestUpdateLockWaitIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	w := writer{fs: osFS{}, lockWait: 200 * time.Millisecond}
+	called := false
+	began := time.Now()
+	_, err = w.update(context.Background(), path, 0o644, Auto, func([]byte) ([]byte, error) { called = true; return []byte("new\n"), nil })
+	if took := time.Since(began); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) || called || took > 5*time.Second {
+		t.Fatalf("Update while locked: err = %v, fn called %v after %v; want ErrLocked naming %s after about 200ms, fn not called", err, called, took, path)
+	}
+	assertFile(t, path, "old\n")
+	if _, _, err := w.lock(context.Background(), path, syscall.LOCK_SH); !errors.Is(err, ErrLocked) {
+		t.Fatalf("shared lock while locked: err = %v, want ErrLocked", err)
+	}
 }
 
 // TestUpdateRemovesStaleTemporaryFiles: temporary files of the path that a

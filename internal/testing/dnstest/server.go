@@ -5,7 +5,9 @@
 // SRV, A and AAAA records per name, and a per-name Behaviour (an error rcode,
 // a delay, no answer at all, or malformed records mixed into a good answer).
 // It honours the EDNS0 UDP size of a query and sets TC when a UDP answer does
-// not fit, so large SRV answers only arrive complete over TCP, like CoreDNS.
+// not fit, so large SRV answers only arrive complete over TCP, like CoreDNS;
+// with SetShuffle it also shuffles its records as CoreDNS does, so an answer
+// too large for all its glue carries a different part of it each time.
 //
 // Names are case-insensitive and may be given with or without the trailing
 // dot. A name without any records or behaviour answers NXDOMAIN; a name with
@@ -15,6 +17,7 @@ package dnstest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -56,6 +59,7 @@ type Server struct {
 	queries     map[string]int // by transport: "udp", "tcp"
 	truncateTCP bool
 	noGlue      bool
+	shuffle     *rand.Rand // nil: records in zone order
 }
 
 type entry struct {
@@ -186,6 +190,18 @@ func (s *Server) SetGlue(on bool) {
 	s.noGlue = !on
 }
 
+// SetShuffle controls whether each SRV answer lists its records, and their
+// glue, in a new random order (off by default), as CoreDNS does; the order
+// is drawn from a fixed seed, so a test sees the same sequence every run.
+func (s *Server) SetShuffle(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shuffle = nil
+	if on {
+		s.shuffle = rand.New(rand.NewPCG(1, 2))
+	}
+}
+
 // Queries returns how many queries arrived over network ("udp" or "tcp").
 func (s *Server) Queries(network string) int {
 	s.mu.Lock()
@@ -286,6 +302,11 @@ func (s *Server) answer(req *dns.Msg, network string) (*dns.Msg, Behaviour, int)
 		}
 		if e.behaviour.Junk {
 			resp.Answer = append(resp.Answer, junk(canonical(q.Name))...)
+		}
+		if s.shuffle != nil {
+			for _, rrs := range [][]dns.RR{resp.Answer, resp.Extra} {
+				s.shuffle.Shuffle(len(rrs), func(i, j int) { rrs[i], rrs[j] = rrs[j], rrs[i] })
+			}
 		}
 	case dns.TypeA, dns.TypeAAAA:
 		for _, rr := range addressRRs(canonical(q.Name), e) {

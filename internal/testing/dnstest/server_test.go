@@ -1,6 +1,7 @@
 package dnstest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -119,4 +120,46 @@ func TestDropAndDelay(t *testing.T) {
 	// A delay longer than the test must not hold Close up.
 	s.SetBehaviour("drop.example", Behaviour{Delay: time.Hour})
 	_, _ = exchange(t, s, "tcp", "drop.example", dns.TypeSRV, 0)
+}
+
+// TestShuffle: shuffled answers keep their records but change their order,
+// and an answer too large for all its glue carries a different part of it.
+func TestShuffle(t *testing.T) {
+	s := New(t)
+	s.Peers("big.ns.svc.cluster.local", "big", 1000, 80)
+	s.SetShuffle(true)
+	// answer returns the SRV targets in order and the owners of the glue.
+	answer := func() (targets, glue []string) {
+		t.Helper()
+		resp, err := exchange(t, s, "tcp", "big.ns.svc.cluster.local", dns.TypeSRV, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rr := range resp.Answer {
+			targets = append(targets, rr.(*dns.SRV).Target)
+		}
+		for _, rr := range resp.Extra {
+			if a, ok := rr.(*dns.A); ok {
+				glue = append(glue, a.Hdr.Name)
+			}
+		}
+		if len(targets) != 1000 || len(glue) == 0 || len(glue) == 1000 {
+			t.Fatalf("%d answers and %d glue records, want 1000 and part of the glue", len(targets), len(glue))
+		}
+		slices.Sort(glue)
+		return targets, glue
+	}
+	t1, g1 := answer()
+	t2, g2 := answer()
+	if slices.Equal(t1, t2) {
+		t.Error("two shuffled answers list their records in the same order")
+	}
+	slices.Sort(t1)
+	slices.Sort(t2)
+	if !slices.Equal(t1, t2) {
+		t.Error("two shuffled answers hold different records")
+	}
+	if slices.Equal(g1, g2) {
+		t.Error("two shuffled answers carry the same glue")
+	}
 }

@@ -32,8 +32,11 @@
 //
 // A hook runs only when what it receives changes: a delivery whose stdin
 // (the names, in the lines format; the document apart from its generation,
-// in json) and bootstrap role equal those of the last successful run
-// succeeds without running it.
+// in json) and bootstrap role equal those of the last run, when that run
+// succeeded, succeeds without running it. After a failed run the next
+// delivery runs the hook whatever it carries, the input of the last
+// success included: the failed run may have changed the application part
+// way.
 //
 // On timeout, when the Apply context ends, and when the hook was killed by a
 // signal from outside (its run failed, so what is left of its group would
@@ -109,7 +112,7 @@ type Config struct {
 type Hook struct {
 	cfg  Config
 	log  *slog.Logger
-	last []byte // input of the last successful run (see inputKey); nil before
+	last []byte // input of the last run (see inputKey) if it succeeded; nil before any run and after a failed one
 }
 
 var _ sink.Sink = (*Hook)(nil)
@@ -169,6 +172,7 @@ func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 	}
 	start := time.Now()
 	if err := h.run(ctx, name, argv, h.environ(d), stdin); err != nil {
+		h.last = nil
 		return err
 	}
 	// Said even when the hook prints nothing: which command ran, as parsed

@@ -73,3 +73,45 @@ func TestApplySkipsUnchangedInput(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyRunsAfterFailureForLastSuccessfulInput: set A succeeds, set B
+// makes the hook change the application and then fail, and the set goes back
+// to A: the hook runs for A, though A equals the input of the last
+// successful run (issue 36 #2: it was skipped, so the application stayed
+// configured for B while the delivery counted as a success).
+func TestApplyRunsAfterFailureForLastSuccessfulInput(t *testing.T) {
+	set := func(names ...string) peer.Set {
+		var ps []peer.Peer
+		for _, n := range names {
+			ps = append(ps, peer.Peer{FQDN: n + ".web.ns.svc.cluster.local", Name: n, Ready: true, Ordinal: -1})
+		}
+		return peer.NewSet(ps...)
+	}
+	a, b := set("web-0", "web-1", "web-2"), set("web-0", "web-1", "web-2", "web-3")
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	// Records the size the application is configured for, then fails for 4.
+	script := filepath.Join(dir, "on-change.sh")
+	body := "#!/bin/sh\nn=$(grep -c .)\necho $n >> " + runs + "\n[ $n -ne 4 ]\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := hook.New(hook.Config{OnChange: []string{script}, TrailingNewline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := "web-0.web.ns.svc.cluster.local"
+	for i, st := range []struct {
+		set  peer.Set
+		fail bool
+	}{{a, false}, {b, true}, {a, false}} {
+		err := h.Apply(context.Background(), sink.Delivery{Set: st.set, Self: self, Generation: uint64(i + 1), First: i == 0})
+		if (err != nil) != st.fail {
+			t.Fatalf("delivery %d: err = %v, want failure %v", i+1, err, st.fail)
+		}
+	}
+	got, _ := os.ReadFile(runs)
+	if want := "3\n4\n3\n"; string(got) != want {
+		t.Errorf("the hook configured the application for %q, want %q (A again after B failed)", got, want)
+	}
+}

@@ -23,8 +23,9 @@ const inMountNS = "FLOCK_HOSTSFILE_MOUNTNS"
 
 // TestSinksOnFullDisk runs the file sinks on a real tmpfs that is full, in a
 // private mount namespace (root): the apply fails, the previous file stays
-// whole, and once space is freed the next apply succeeds (issue 11 #1, the
-// fault-matrix ENOSPC rows per file sink).
+// whole, a set that goes back to the previous one is applied, and once space
+// is freed the next apply succeeds (issue 11 #1, the fault-matrix ENOSPC rows
+// per file sink; issue 36 #2).
 func TestSinksOnFullDisk(t *testing.T) {
 	if os.Getenv(inMountNS) != "" {
 		t.Skip("already inside the mount namespace")
@@ -114,6 +115,14 @@ func TestInsideSinksOnFullDisk(t *testing.T) {
 				if strings.Contains(e.Name(), ".tmp") {
 					t.Errorf("temporary file left: %s", e.Name())
 				}
+			}
+			// The set goes back to the one on disk (issue 36 #2): applied,
+			// still on the full disk, and the file holds it.
+			if err := s.Apply(ctx, sink.Delivery{Set: big(2), Self: "web-0.web.default.svc.cluster.local", Generation: 3}); err != nil {
+				t.Fatalf("Apply of the set before the failed one: %v", err)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+				t.Fatalf("after the set went back the file holds %d bytes, want the %d of that set", len(after), len(before))
 			}
 			if err := os.Remove(filler); err != nil {
 				t.Fatal(err)

@@ -16,8 +16,10 @@
 // rewrite for a bind-mounted target such as the kubelet's /etc/hosts; an
 // unchanged file is not rewritten. The file is read, rendered and written
 // under its flock(2) lock, so several peer-finders (one per -hosts-id block)
-// writing one file never put back each other's stale blocks. For one file shared by many pods, wrap the
-// sink in sink/leader so that only the Lease holder writes.
+// writing one file never put back each other's stale blocks; a lock held by
+// someone else for longer than atomicfile.LockWait fails the Apply. For one
+// file shared by many pods, wrap the sink in sink/leader so that only the
+// Lease holder writes.
 package hostsfile
 
 import (

@@ -115,11 +115,24 @@ func visitGlue(p *dnsmessage.Parser, rh dnsmessage.ResourceHeader, glue func(own
 	return p.SkipAdditional()
 }
 
-// glueKey is the key of an (owner, address) pair, built in buf.
-func glueKey(buf []byte, owner, addr []byte) []byte {
-	buf = append(buf[:0], owner...)
-	buf = append(buf, 0)
-	return append(buf, addr...)
+// glueAddr encodes one address for a lastAnswer.glue value: its length,
+// then its bytes.
+func glueAddr(addr []byte) string { return string(append([]byte{byte(len(addr))}, addr...)) }
+
+// hasAddr reports whether addrs, glueAddr encodings one after the other,
+// holds addr. It does not allocate.
+func hasAddr(addrs string, addr []byte) bool {
+	for len(addrs) > 0 {
+		n := int(addrs[0])
+		if n >= len(addrs) {
+			return false
+		}
+		if addrs[1:1+n] == string(addr) {
+			return true
+		}
+		addrs = addrs[1+n:]
+	}
+	return false
 }
 
 func skip(p *dnsmessage.Parser, section int) error {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // TestTCPFirstOnceAnswersNeedIt: after one truncated UDP answer the server
@@ -92,6 +94,35 @@ func TestUnchangedAnswerNotParsedAgain(t *testing.T) {
 	}
 }
 
+// TestShuffledAnswerNotParsedAgain: at 1,000 peers each answer carries a
+// different part of the glue (CoreDNS shuffles its records); once every
+// address was seen, such answers are not parsed again (the idle CPU of
+// issue 14 #2).
+func TestShuffledAnswerNotParsedAgain(t *testing.T) {
+	s := dnstest.New(t)
+	s.Peers(svc, "web", 1000, 80)
+	s.SetShuffle(true)
+	m := NewMetrics(prometheus.NewRegistry())
+	src, err := New(Config{Name: svc, Servers: []string{s.Addr()}, Metrics: m, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookups := func(n int) float64 {
+		t.Helper()
+		before := testutil.ToFloat64(m.Unchanged)
+		for range n {
+			if set, err := src.lookup(context.Background()); err != nil || set.Len() != 1000 {
+				t.Fatalf("got %d peers, err %v", set.Len(), err)
+			}
+		}
+		return testutil.ToFloat64(m.Unchanged) - before
+	}
+	lookups(30) // until every address was seen
+	if n := lookups(20); n < 18 {
+		t.Errorf("%v of 20 shuffled answers not parsed again, want at least 18", n)
+	}
+}
+
 // TestFingerprint: the records' order and TTLs do not change it (CoreDNS
 // shuffles its answers; a caching server counts TTLs down); a changed
 // target, port or rcode does; glue is handed over pair by pair.
@@ -163,5 +194,72 @@ func TestFingerprint(t *testing.T) {
 	}
 	if _, ok := fingerprint([]byte{1, 2, 3}, func(_, _ []byte) {}); ok {
 		t.Error("fingerprint of 3 bytes succeeded")
+	}
+}
+
+// TestHasAddr: an owner's addresses, IPv4 and IPv6 one after the other,
+// are told apart by length, not found inside one another.
+func TestHasAddr(t *testing.T) {
+	v4, v6 := net.ParseIP("10.0.0.2").To4(), net.ParseIP("fd00::a00:2")
+	addrs := glueAddr(v6) + glueAddr(v4)
+	for _, tc := range []struct {
+		addrs string
+		addr  net.IP
+		want  bool
+	}{
+		{addrs, v4, true},
+		{addrs, v6, true},
+		{addrs, net.ParseIP("10.0.0.5").To4(), false},
+		{glueAddr(v6), v6[12:], false}, // the tail of an IPv6 address
+		{"", v4, false},
+		{"\x10\x01", v4, false}, // cut short
+	} {
+		if got := hasAddr(tc.addrs, tc.addr); got != tc.want {
+			t.Errorf("hasAddr(%q, %v) = %v, want %v", tc.addrs, tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestRunAddressChangedBackIsSent: a peer whose address changes and then
+// changes back, its SRV record the same throughout (a pod re-created twice,
+// IPAM handing the freed address back), is sent with each address in turn
+// (issue 36 #1: the change back was taken for an unchanged answer). With
+// shuffled, the answer is too large for all its glue and each carries a
+// different part of it, as CoreDNS's do at 1,000 peers: after enough polls
+// for every address to have been seen, the change shows in the first answer
+// that carries the peer's glue.
+func TestRunAddressChangedBackIsSent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		peers    int
+		shuffled bool
+	}{{"small", 3, false}, {"shuffled-1000", 1000, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := dnstest.New(t)
+			web1 := s.Peers(svc, "web", tc.peers, 80)[1]
+			s.SetA(web1, "192.0.2.2")
+			s.SetShuffle(tc.shuffled)
+			h := run(t, Config{Name: svc, Servers: []string{s.Addr()}, Timeout: 10 * time.Second})
+			var got []string // web-1's IPs as last sent
+			poll := func() {
+				if sent, _ := h.step(); sent != nil {
+					got = sent[slices.IndexFunc(sent, func(p peer.Peer) bool { return p.FQDN == web1 })].IPs
+				}
+			}
+			for range 40 {
+				poll()
+			}
+			for i, ip := range []string{"192.0.2.5", "192.0.2.2"} {
+				s.SetA(web1, ip)
+				for range 40 {
+					if poll(); slices.Equal(got, []string{ip}) {
+						break
+					}
+				}
+				if !slices.Equal(got, []string{ip}) {
+					t.Fatalf("change %d to %s: web-1 last sent with %v", i+1, ip, got)
+				}
+			}
+		})
 	}
 }

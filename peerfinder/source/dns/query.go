@@ -77,9 +77,11 @@ type answer struct {
 type lastAnswer struct {
 	fp uint64 // its fingerprint
 	answer
-	// glue holds every (owner, address) pair (glueKey) of the additional
-	// sections seen since the fingerprint last changed.
-	glue map[string]struct{}
+	// glue holds, by owner, the addresses (glueAddr encodings) the owner had in
+	// the last parsed response that carried glue for it, since the
+	// fingerprint last changed: the addresses its peer was delivered with
+	// (a peer whose glue did not fit keeps its IPs, see keepIPs).
+	glue map[string]string
 }
 
 // query asks one server over UDP, and again over TCP if the answer is
@@ -87,10 +89,9 @@ type lastAnswer struct {
 // from then on (until a TCP answer would fit in UDP again), saving the
 // truncated UDP round trip on every poll. A response with the answer
 // records of the server's last complete one (in any order: see
-// fingerprint) and only glue addresses seen before for the same answer is
-// not parsed again: its answer is the last one's. (A pod's IPs never change
-// during its life, so a new address shows up as glue never seen; a peer
-// whose glue did not fit keeps its IPs anyway, see keepIPs.)
+// fingerprint) whose glue gives each owner only addresses it was last
+// parsed with is not parsed again: its answer is the last one's (see
+// decode).
 func (s *Source) query(ctx context.Context, server string) (answer, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(s.name, dns.TypeSRV)
@@ -135,17 +136,22 @@ func (s *Source) setTCPFirst(server string, on bool) {
 func truncated(raw []byte) bool { return len(raw) > 2 && raw[2]&0x02 != 0 }
 
 // decode turns a raw response into an answer, reusing the server's last one
-// when its records are the same (see query).
+// when it would parse into the same: the same records (fingerprint), and
+// glue that gives each owner only addresses it had when last parsed.
+// Comparing with every address seen since the fingerprint changed instead
+// would take an address that changes back (a pod re-created twice, IPAM
+// handing the freed address back) for a known one and keep the newer one
+// for good. Glue missing for an owner changes nothing, as its peer keeps its
+// IPs (keepIPs), so answers too large for all their glue, carrying a
+// different part of it each time, are still not parsed once every owner
+// was.
 func (s *Source) decode(server string, raw []byte, overTCP bool) (answer, error) {
 	s.mu.Lock()
 	last, haveLast := s.last[server]
 	s.mu.Unlock()
-	var key [300]byte
 	known := true
 	fp, fpOK := fingerprint(raw, func(owner, addr []byte) {
-		if known {
-			_, known = last.glue[string(glueKey(key[:], owner, addr))]
-		}
+		known = known && hasAddr(last.glue[string(owner)], addr)
 	})
 	if haveLast && fpOK && last.fp == fp && known {
 		if s.metrics != nil && s.metrics.Unchanged != nil {
@@ -165,16 +171,31 @@ func (s *Source) decode(server string, raw []byte, overTCP bool) (answer, error)
 		a.set, a.rejected = s.parse(resp)
 	}
 	if fpOK {
-		glue := last.glue
-		if !haveLast || last.fp != fp {
-			glue = make(map[string]struct{})
+		var before map[string]string
+		if haveLast && last.fp == fp {
+			before = last.glue
 		}
-		fingerprint(raw, func(owner, addr []byte) { glue[string(glueKey(key[:], owner, addr))] = struct{}{} })
+		glue := parsedGlue(before, raw)
 		s.mu.Lock()
 		s.last[server] = lastAnswer{fp: fp, answer: a, glue: glue}
 		s.mu.Unlock()
 	}
 	return a, nil
+}
+
+// parsedGlue returns the glue addresses by owner after parsing raw: the
+// addresses raw carries for each owner it has glue for, and before's (nil
+// after a change of fingerprint) for the others. before is not modified: a
+// Lookup beside Run may still read it.
+func parsedGlue(before map[string]string, raw []byte) map[string]string {
+	glue := make(map[string]string, len(before))
+	fingerprint(raw, func(owner, addr []byte) { glue[string(owner)] += glueAddr(addr) })
+	for owner, addrs := range before {
+		if _, ok := glue[owner]; !ok {
+			glue[owner] = addrs
+		}
+	}
+	return glue
 }
 
 // answerComplete reports whether a response flagged TC still holds its
