@@ -81,7 +81,7 @@ func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.HostsLease, "hosts-lease", "", "Only the holder of this coordination.k8s.io Lease `name` writes the hosts file (one writer for a file shared by many pods). Needs get,create,update on leases.")
 	fs.BoolVar(&s.WaitForAll, "wait-for-all", false, "Hold the first delivery (and so init mode's exit, hooks and the -- command) until every expected host name has an address; bounded by -bootstrap-timeout.")
 	fs.StringVar(&s.JSONFile, "json-file", "", "Write the peer set as a versioned JSON document to this `file`, atomically, only when it changed.")
-	fs.Func("reload-signal", "Signal sent to the -- command after each later change of the peer set, e.g. SIGHUP; default none.", func(v string) error {
+	fs.Func("reload-signal", "Signal sent to the -- command after each later change of the peer set, e.g. SIGHUP; default none. One the command can catch: not KILL, STOP, TSTP, TTIN, TTOU, 32 or 33.", func(v string) error {
 		sig, err := execsink.ParseSignal(v)
 		s.ReloadSignal = sig
 		return err
@@ -104,6 +104,9 @@ func (c *Config) completeSinks(env Env) error {
 	}
 	if _, err := hostsfile.NewNamer(s.NameTemplate, s.AliasTemplates, s.IndexLabel); err != nil {
 		return usage("hosts-alias-template", "%v", err)
+	}
+	if err := execsink.CheckReloadSignal(s.ReloadSignal); err != nil {
+		return usage("reload-signal", "%v", err)
 	}
 	var err error
 	switch {

@@ -80,6 +80,10 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-alias-template={{range .Labels}}x{{end}}"}, "hosts-alias-template"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-expect=ps=x"}, "hosts-expect"},
 		{[]string{"-service=web", "-json-file=j", "-reload-signal=HUP"}, "reload-signal"},
+		{[]string{"-service=web", "-reload-signal=SIGSTOP", "--", "x"}, "reload-signal"},
+		{[]string{"-service=web", "-reload-signal=KILL", "--", "x"}, "reload-signal"},
+		{[]string{"-service=web", "-reload-signal=9", "--", "x"}, "reload-signal"},
+		{[]string{"-service=web", "-reload-signal=20", "--", "x"}, "reload-signal"},
 		{[]string{"-service=web", "-once", "--", "sleep", "1"}, "once"},
 		{[]string{"-service=web", "-json-file=j", "stray"}, ""},
 	} {

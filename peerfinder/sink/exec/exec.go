@@ -49,7 +49,7 @@ type Config struct {
 	// Dir is the child's working directory; the current one when empty.
 	Dir string
 	// ReloadSignal is sent to the child after each later delivery; none when
-	// 0. It is held while the child neither catches nor ignores it and its
+	// 0. New refuses one that CheckReloadSignal refuses. It is held while the child neither catches nor ignores it and its
 	// default action would end or stop the child (see Sink.Apply).
 	ReloadSignal syscall.Signal
 	// StopSignal is sent by Stop; SIGTERM when 0.
@@ -98,6 +98,28 @@ var signalNames = map[syscall.Signal]string{
 	syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGKILL: "KILL",
 	syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2", syscall.SIGTERM: "TERM", syscall.SIGWINCH: "WINCH",
 	syscall.SIGCONT: "CONT", syscall.SIGSTOP: "STOP", syscall.SIGALRM: "ALRM", syscall.SIGPWR: "PWR",
+	syscall.SIGTSTP: "TSTP", syscall.SIGTTIN: "TTIN", syscall.SIGTTOU: "TTOU",
+}
+
+// CheckReloadSignal reports why sig cannot be a reload signal: one the
+// child cannot catch (KILL, STOP; 32 and 33, which the C library keeps for
+// its threads) or whose default action stops the child (TSTP, TTIN, TTOU)
+// would end or freeze it instead of telling it about a change. 0 (none) is
+// fine.
+func CheckReloadSignal(sig syscall.Signal) error {
+	switch {
+	case sig == 0:
+		return nil
+	case sig == syscall.SIGKILL || sig == syscall.SIGSTOP:
+		return fmt.Errorf("%v cannot be caught: it would kill or freeze the command, not reload it", sig)
+	case sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
+		return fmt.Errorf("%v stops a command that does not catch it", sig)
+	case sig == 32 || sig == 33:
+		return fmt.Errorf("signal %d is reserved by the C library's threads; programs cannot catch it", int(sig))
+	case sig < 0 || sig > 64:
+		return fmt.Errorf("signal %d out of range", int(sig))
+	}
+	return nil
 }
 
 func equalFold(a, b string) bool {
@@ -153,6 +175,9 @@ func (e *ExitError) ExitStatus() int { return e.Status }
 func New(cfg Config) (*Sink, error) {
 	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
 		return nil, errors.New("exec: no command")
+	}
+	if err := CheckReloadSignal(cfg.ReloadSignal); err != nil {
+		return nil, fmt.Errorf("exec: reload signal: %w", err)
 	}
 	if cfg.KillTimeout <= 0 {
 		cfg.KillTimeout = 10 * time.Second
@@ -226,8 +251,7 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 // to do nothing, or pid's status cannot be read (not Linux, or pid is gone).
 func readyFor(pid int, sig syscall.Signal) bool {
 	switch sig {
-	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH, // ignored by default
-		syscall.SIGKILL, syscall.SIGSTOP: // cannot be caught: sent as asked
+	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH: // ignored by default
 		return true
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -600,11 +600,39 @@ func TestParseSignal(t *testing.T) {
 	}{
 		{"", 0, false}, {"SIGHUP", syscall.SIGHUP, false}, {"hup", syscall.SIGHUP, false},
 		{"USR2", syscall.SIGUSR2, false}, {"1", syscall.SIGHUP, false}, {"15", syscall.SIGTERM, false},
-		{"SIGNOPE", 0, true}, {"0", 0, true}, {"99", 0, true},
+		{"SIGNOPE", 0, true}, {"0", 0, true}, {"99", 0, true}, {"65", 0, true}, {"-1", 0, true},
+		{"SIGTSTP", syscall.SIGTSTP, false}, {"ttin", syscall.SIGTTIN, false}, {"TTOU", syscall.SIGTTOU, false},
 	} {
 		got, err := ParseSignal(tc.in)
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("ParseSignal(%q) = %v, %v; want %v, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestCheckReloadSignal: a reload signal must be one the application can
+// catch and whose default action does not stop it (issue 36 #13: with
+// SIGSTOP the application was frozen after the first change).
+func TestCheckReloadSignal(t *testing.T) {
+	for _, in := range []string{"SIGHUP", "USR1", "usr2", "WINCH", "10", "34", "64"} {
+		sig, err := ParseSignal(in)
+		if err != nil {
+			t.Fatalf("ParseSignal(%q): %v", in, err)
+		}
+		if err := CheckReloadSignal(sig); err != nil {
+			t.Errorf("CheckReloadSignal(%s) = %v, want nil", in, err)
+		}
+	}
+	for _, in := range []string{"SIGKILL", "9", "SIGSTOP", "stop", "19", "TSTP", "20", "TTIN", "21", "TTOU", "22", "32", "33"} {
+		sig, err := ParseSignal(in)
+		if err != nil {
+			t.Fatalf("ParseSignal(%q): %v", in, err)
+		}
+		if err := CheckReloadSignal(sig); err == nil {
+			t.Errorf("CheckReloadSignal(%s) = nil, want an error", in)
+		}
+		if _, err := New(Config{Argv: []string{"true"}, ReloadSignal: sig}); err == nil {
+			t.Errorf("New with ReloadSignal %s succeeded", in)
 		}
 	}
 }
