@@ -31,12 +31,13 @@ const (
 	ExitError            = 1 // runtime failure, or -diagnose found delivery held back
 	ExitUsage            = 2 // bad command line
 	ExitBootstrapTimeout = 3 // init mode gave up after -bootstrap-timeout
-	ExitNotDelivered     = 4 // init mode stopped (SIGTERM/SIGINT) before it delivered
+	ExitNotDelivered     = 4 // init or -- mode stopped (SIGTERM/SIGINT) before it delivered
 )
 
-// errNotDelivered ends an init run that was stopped before its delivery: it
-// must not look like a success (`peer-finder -on-start=... && app`).
-var errNotDelivered = errors.New("init mode stopped before the peer set was delivered")
+// errNotDelivered ends an init or -- run that was stopped before its
+// delivery: it must not look like a success (`peer-finder -on-start=... &&
+// app`, a pid-1 Job pod evicted while it waited for its peers).
+var errNotDelivered = errors.New("stopped before the peer set was delivered")
 
 // OSEnv is the real machine environment for config.Parse.
 func OSEnv() config.Env {
@@ -189,9 +190,16 @@ func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logg
 	}
 	if ctx.Err() != nil {
 		log.Info("stopping", "cause", context.Cause(ctx))
-		if cfg.InitMode() && !p.engine.Status().Delivered {
+		if deliveryIsTheOutcome(cfg) && !p.engine.Status().Delivered {
 			return errNotDelivered
 		}
 	}
 	return nil
+}
+
+// deliveryIsTheOutcome reports whether a run exists to deliver, so that
+// being stopped before the first delivery is a failure: init mode, and --
+// mode, whose command starts only then. A sidecar's stop is its normal end.
+func deliveryIsTheOutcome(cfg *config.Config) bool {
+	return cfg.InitMode() || cfg.Sinks.Exec != nil
 }

@@ -74,6 +74,69 @@ func TestInitModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
 	}
 }
 
+// A -- run stopped before its first delivery does not exit 0 (issue 36 #6):
+// the command never ran, so an evicted pid-1 Job pod still waiting for its
+// peers must not end Succeeded. Also with -on-start, and as pid 1 of its
+// own pid namespace, as in a container.
+func TestExecModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		onStart bool
+		pid1    bool
+	}{
+		{"command only", false, false},
+		{"with on-start", true, false},
+		{"as pid 1", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.pid1 {
+				need.Root(t, "to start peer-finder as pid 1 of a new pid namespace")
+			}
+			dns := dnstest.New(t)
+			dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}) // self (web-0) missing
+			dir := t.TempDir()
+			ran := filepath.Join(dir, "ran")
+			args := common(dns.Addr())
+			if tc.onStart {
+				hook := filepath.Join(dir, "on-start.sh")
+				if err := os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "-on-start="+hook)
+			}
+			args = append(args, "--", "sh", "-c", "touch "+ran)
+			var p *process
+			if tc.pid1 {
+				unshare, err := exec.LookPath("unshare")
+				if err != nil {
+					t.Skip("needs unshare(1) to start peer-finder as pid 1")
+				}
+				p = startProgram(t, unshare, append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", binary}, args...)...)
+			} else {
+				p = start(t, args...)
+			}
+			waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "self-not-found") })
+			target := p.cmd.Process.Pid
+			if tc.pid1 { // signal peer-finder itself, not unshare
+				pf := childrenOf(target)
+				if len(pf) != 1 {
+					t.Fatalf("unshare has children %v, want exactly peer-finder", pf)
+				}
+				target = pf[0]
+			}
+			if err := syscall.Kill(target, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t); code != 4 {
+				t.Fatalf("exit status %d, want 4 (stopped before the command ran)", code)
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Errorf("the command or on-start ran, though self was never found")
+			}
+		})
+	}
+}
+
 // Hooks and commands that can never run are usage errors at start (issue 11
 // #13), not retried forever.
 func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
