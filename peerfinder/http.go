@@ -5,17 +5,55 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serve starts the metrics and health server: /metrics, /healthz (alive)
-// and /readyz (200 once the first set was delivered to every sink).
+// serverLimits bound what the clients of the metrics and health server can
+// hold: connections that never finish their headers, slow requests and
+// responses, idle keep-alives, and how many connections are served at once.
+type serverLimits struct {
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes                                            int
+	// MaxConns caps the connections served at once; one accepted beyond it
+	// is closed unserved (see capListener).
+	MaxConns int
+}
+
+// defaultServerLimits are the metrics server's limits (README, Metrics and
+// health): enough for Prometheus and the kubelet's probes.
+var defaultServerLimits = serverLimits{
+	ReadHeaderTimeout: 5 * time.Second,
+	ReadTimeout:       10 * time.Second,
+	WriteTimeout:      30 * time.Second,
+	IdleTimeout:       60 * time.Second,
+	MaxHeaderBytes:    16 << 10,
+	MaxConns:          32,
+}
+
+// serve starts the metrics and health server on addr with
+// defaultServerLimits.
 func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
+	srv := serveOn(ln, p, defaultServerLimits, log)
+	log.Info("serving metrics and health", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// serveOn serves /metrics, /healthz (alive) and /readyz (200 once the first
+// set was delivered to every sink) on ln within limits.
+func serveOn(ln net.Listener, p *pipeline, limits serverLimits, log *slog.Logger) *http.Server {
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flock_http_refused_connections_total",
+		Help: "Connections to the metrics and health server closed unserved because the most it serves at once were open.",
+	})
+	p.registry.MustRegister(refused)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -36,12 +74,62 @@ func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 			}
 		}
 	})
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: limits.ReadHeaderTimeout,
+		ReadTimeout:       limits.ReadTimeout,
+		WriteTimeout:      limits.WriteTimeout,
+		IdleTimeout:       limits.IdleTimeout,
+		MaxHeaderBytes:    limits.MaxHeaderBytes,
+	}
 	go func() {
-		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		if err := srv.Serve(newCapListener(ln, limits.MaxConns, refused)); err != nil && err != http.ErrServerClosed {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()
-	log.Info("serving metrics and health", "addr", ln.Addr().String())
-	return srv, nil
+	return srv
+}
+
+// capListener accepts at most max connections open at once. One accepted
+// beyond that is closed at once and counted, rather than left waiting in
+// the listen backlog: a burst of connections that never send a request
+// then costs no file descriptors and does not queue ahead of the kubelet's
+// probes, which get through as soon as a slot is free.
+type capListener struct {
+	net.Listener
+	slots   chan struct{}
+	refused prometheus.Counter
+}
+
+func newCapListener(ln net.Listener, max int, refused prometheus.Counter) *capListener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+}
+
+// Accept returns the next connection that gets a slot.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+		default:
+			_ = c.Close()
+			l.refused.Inc()
+		}
+	}
+}
+
+// slotConn frees its slot of a capListener when it is closed.
+type slotConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }
