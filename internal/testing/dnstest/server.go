@@ -3,7 +3,8 @@
 // The server listens on 127.0.0.1 with UDP and TCP on the same, randomly
 // chosen port, and answers from a zone that the test changes while it runs:
 // SRV, A and AAAA records per name, and a per-name Behaviour (an error rcode,
-// a delay, no answer at all, or malformed records mixed into a good answer).
+// a delay, no answer at all, malformed records mixed into a good answer, or
+// a hostile response: QR clear, another question echoed, another class).
 // It honours the EDNS0 UDP size of a query and sets TC when a UDP answer does
 // not fit, so large SRV answers only arrive complete over TCP, like CoreDNS;
 // with SetShuffle it also shuffles its records as CoreDNS does, so an answer
@@ -45,6 +46,44 @@ type Behaviour struct {
 	// whose target holds a byte that is not allowed in a host name, an A and
 	// a TXT record for the queried name.
 	Junk bool
+
+	// The hostile fields below change the response after it was built, as
+	// a broken or spoofing server would (the ID is kept).
+
+	// NotResponse clears the QR bit: the answer is sent as a query.
+	NotResponse bool
+	// QuestionName, QuestionType and QuestionClass, when set, replace what
+	// the question section echoes: an answer (or an Rcode such as NXDOMAIN)
+	// for another question.
+	QuestionName  string
+	QuestionType  uint16
+	QuestionClass uint16
+	// AnswerClass, when set, is the class of every answer record.
+	AnswerClass uint16
+}
+
+// forge applies b's hostile fields to resp.
+func (b Behaviour) forge(resp *dns.Msg) {
+	if b.NotResponse {
+		resp.Response = false
+	}
+	for i := range resp.Question {
+		q := &resp.Question[i]
+		if b.QuestionName != "" {
+			q.Name = dns.Fqdn(b.QuestionName)
+		}
+		if b.QuestionType != 0 {
+			q.Qtype = b.QuestionType
+		}
+		if b.QuestionClass != 0 {
+			q.Qclass = b.QuestionClass
+		}
+	}
+	if b.AnswerClass != 0 {
+		for _, rr := range resp.Answer {
+			rr.Header().Class = b.AnswerClass
+		}
+	}
 }
 
 // Server is a DNS server on loopback. Its methods are safe for concurrent use.
@@ -249,6 +288,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if b.Drop {
 		return
 	}
+	b.forge(resp)
 	resp.Truncate(size)
 	_ = w.WriteMsg(resp)
 }

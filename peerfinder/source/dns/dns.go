@@ -10,7 +10,9 @@
 //   - an answer (NOERROR) from a server: the peers it names, delivered;
 //   - NXDOMAIN from every server: the authoritative empty set, delivered;
 //   - anything else (SERVFAIL, REFUSED, a timeout, a network error, an answer
-//     still truncated over TCP, an unparsable answer) from every server:
+//     still truncated over TCP, an unparsable answer, only responses that do
+//     not answer the query: QR clear, another question echoed, answer
+//     records of another class) from every server:
 //     an error; nothing is delivered and the last set stands. A TCP answer
 //     flagged TC whose additional section survived is complete, not
 //     truncated (see answerComplete).
@@ -96,7 +98,8 @@ type Metrics struct {
 	Lookups prometheus.Counter
 	// Failures counts failed queries to one server, by reason: "timeout",
 	// "network", "servfail", "refused", "rcode" (another error rcode),
-	// "truncated" or "malformed".
+	// "truncated", "mismatch" (responses that did not answer the query) or
+	// "malformed".
 	Failures *prometheus.CounterVec
 	// Truncated counts answers that were still truncated over TCP and so
 	// were not delivered.

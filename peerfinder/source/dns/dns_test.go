@@ -100,6 +100,21 @@ func TestLookup(t *testing.T) {
 			return sorted(out)
 		}()},
 		{name: "still truncated over tcp", setup: []func(*dnstest.Server){func(s *dnstest.Server) { s.Peers(svc, "web", 500, 80); s.SetTruncateTCP(true) }}, reason: "truncated"},
+		// Hostile responses (issue 36 #14): only a response (QR) to our
+		// question, in our class, is an answer; others are skipped until
+		// the query times out.
+		{name: "response without QR", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{NotResponse: true})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "answer to another name", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{QuestionName: "db.default.svc.cluster.local"})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "nxdomain for another name from all servers is not empty", setup: []func(*dnstest.Server){
+			behave(dnstest.Behaviour{Rcode: dns.RcodeNameError, QuestionName: "db.default.svc.cluster.local"}),
+			behave(dnstest.Behaviour{Rcode: dns.RcodeNameError, QuestionName: "db.default.svc.cluster.local"}),
+		}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "nxdomain without QR is not empty", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{Rcode: dns.RcodeNameError, NotResponse: true})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "answer to another type", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{QuestionType: dns.TypeA})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "answer to another class", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{QuestionClass: dns.ClassCHAOS})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "answer records of another class", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{AnswerClass: dns.ClassCHAOS})}, reason: "mismatch", timeout: 300 * time.Millisecond},
+		{name: "question echoed in another case", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{QuestionName: "WEB.Default.SVC.cluster.local"})}, want: three},
+		{name: "hostile then answer", setup: []func(*dnstest.Server){behave(dnstest.Behaviour{NotResponse: true}), peers}, want: three, timeout: 300 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,6 +419,25 @@ func TestRunFailureKeepsLastAndBacksOff(t *testing.T) {
 	h.step()
 	if got := h.logs.messages(slog.LevelInfo); !slices.Equal(got, []string{"lookup recovered"}) {
 		t.Errorf("info records %q, want one recovery", got)
+	}
+}
+
+// TestRunHostileNXDomainKeepsLastSet (issue 36 #14): NXDOMAIN for another
+// name, or without QR, from every server is no authoritative empty set: the
+// last set stands and the lookup fails with reason mismatch.
+func TestRunHostileNXDomainKeepsLastSet(t *testing.T) {
+	ss := servers(t, 2)
+	for _, s := range ss {
+		s.Peers(svc, "web", 2, 80)
+	}
+	h := run(t, Config{Name: svc, Servers: addrs(ss), Timeout: 200 * time.Millisecond})
+	if sent, _ := h.step(); len(sent) != 2 {
+		t.Fatalf("first lookup sent %d peers, want 2", len(sent))
+	}
+	ss[0].SetBehaviour(svc, dnstest.Behaviour{Rcode: dns.RcodeNameError, QuestionName: "db.default.svc.cluster.local"})
+	ss[1].SetBehaviour(svc, dnstest.Behaviour{Rcode: dns.RcodeNameError, NotResponse: true})
+	if sent, _ := h.step(); sent != nil {
+		t.Fatalf("hostile NXDOMAIN from every server sent %v, want the last set kept", fqdns(sent))
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -15,6 +17,12 @@ import (
 // ErrTruncated means an answer was still truncated over TCP: it would be a
 // partial peer set, so it is treated as a failure.
 var ErrTruncated = errors.New("answer still truncated over TCP")
+
+// ErrMismatch means a response did not answer the query: QR clear, another
+// question echoed, or answer records of another class. Such a response is
+// skipped, as one with another ID is; the query fails with it when no
+// matching response follows in time.
+var ErrMismatch = errors.New("response does not answer the query")
 
 // RcodeError is a DNS error response other than NXDOMAIN from one server.
 type RcodeError struct {
@@ -219,9 +227,11 @@ func answerComplete(resp *dns.Msg) bool {
 	return false
 }
 
-// exchange sends m to server through c and returns the raw response with
-// m's ID (responses with another ID are skipped, as miekg/dns's Exchange
-// does), within the query timeout.
+// exchange sends m to server through c and returns the raw response that
+// answers m (see answers) within the query timeout. Others are skipped
+// (RFC 5452 §9.1): a response with another ID silently, as miekg/dns's
+// Exchange does; one with m's ID that does not answer m is remembered, and
+// the query fails with it when nothing better arrives.
 func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -237,22 +247,75 @@ func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server
 	if err := co.WriteMsg(m); err != nil {
 		return nil, err
 	}
+	var mismatch error
 	for {
 		raw, err := co.ReadMsgHeader(nil)
 		if err != nil {
+			if mismatch != nil {
+				return nil, fmt.Errorf("%w; then %w", mismatch, err)
+			}
 			return nil, err
 		}
 		if len(raw) < 12 {
 			return nil, dns.ErrShortRead
 		}
-		if binary.BigEndian.Uint16(raw) == m.Id {
+		if binary.BigEndian.Uint16(raw) != m.Id {
+			continue
+		}
+		if mismatch = answers(raw, m.Question[0]); mismatch == nil {
 			return raw, nil
 		}
 	}
 }
 
+// answers reports why raw, a response with the query's ID, does not answer
+// the question q: it must be a response (QR set), echo exactly q (the name
+// compared case-insensitively, as servers may echo it in another case, the
+// type and the class), and hold answer records of q's class only. An
+// NXDOMAIN for another name is thus no authoritative empty set.
+func answers(raw []byte, q dns.Question) error {
+	var p dnsmessage.Parser
+	h, err := p.Start(raw)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMismatch, err)
+	}
+	if !h.Response {
+		return fmt.Errorf("%w: QR not set", ErrMismatch)
+	}
+	if binary.BigEndian.Uint16(raw[4:]) != 1 {
+		return fmt.Errorf("%w: %d questions", ErrMismatch, binary.BigEndian.Uint16(raw[4:]))
+	}
+	name, off, err := dns.UnpackDomainName(raw, 12) // escaped: a '.' inside a label stays one
+	if err != nil || off+4 > len(raw) {
+		return fmt.Errorf("%w: bad question", ErrMismatch)
+	}
+	qtype, qclass := binary.BigEndian.Uint16(raw[off:]), binary.BigEndian.Uint16(raw[off+2:])
+	if !strings.EqualFold(name, q.Name) || qtype != q.Qtype || qclass != q.Qclass {
+		return fmt.Errorf("%w: question %s %s %s", ErrMismatch, name, dns.ClassToString[qclass], dns.TypeToString[qtype])
+	}
+	if err := p.SkipAllQuestions(); err != nil {
+		return fmt.Errorf("%w: %w", ErrMismatch, err)
+	}
+	for {
+		rh, err := p.AnswerHeader()
+		if err == dnsmessage.ErrSectionDone {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrMismatch, err)
+		}
+		if uint16(rh.Class) != q.Qclass {
+			return fmt.Errorf("%w: answer record of class %s", ErrMismatch, dns.ClassToString[uint16(rh.Class)])
+		}
+		if err := p.SkipAnswer(); err != nil {
+			return fmt.Errorf("%w: %w", ErrMismatch, err)
+		}
+	}
+}
+
 // Reason classifies a lookup error for metrics and logs: "timeout",
-// "truncated", "servfail", "refused", "rcode", "malformed" or "network".
+// "truncated", "servfail", "refused", "rcode", "mismatch", "malformed" or
+// "network".
 // For an error of a lookup it is the reason of the first server that failed.
 func Reason(err error) string {
 	err = firstLeaf(err)
@@ -262,6 +325,8 @@ func Reason(err error) string {
 	switch {
 	case errors.Is(err, ErrTruncated):
 		return "truncated"
+	case errors.Is(err, ErrMismatch):
+		return "mismatch"
 	case errors.As(err, &rc):
 		switch rc.Rcode {
 		case dns.RcodeServerFailure:
