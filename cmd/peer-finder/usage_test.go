@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,49 @@ func TestReloadSignalThatCannotBeCaughtExitsTwo(t *testing.T) {
 			err := cmd.Run()
 			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), "-reload-signal") {
 				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming -reload-signal", code, err, stderr.String())
+			}
+		})
+	}
+}
+
+// TestFileOutputsNamingOneFileExitTwo (issue 36 #12): -hosts-file and
+// -json-file naming one file (after cleaning the path) made it the JSON
+// document, the hosts file's other lines (localhost) lost. It is a usage
+// error naming both flags, and the file is left alone.
+func TestFileOutputsNamingOneFileExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	hosts, names := filepath.Join(dir, "hosts"), filepath.Join(dir, "peers")
+	const content = "127.0.0.1 localhost\n"
+	if err := os.WriteFile(names, []byte(fqdn(0)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-service=web", "-ns=ns1", "-domain=cluster.local", "-hostname=web-0", "-source=static", "-static-file=" + names}
+	for _, tt := range []struct {
+		name       string
+		hosts, doc string
+	}{
+		{"same path", hosts, hosts},
+		{"same path after cleaning", hosts, dir + "//./sub/../hosts"}, // sub exists
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(hosts, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary, append(base, "-hosts-file="+tt.hosts, "-json-file="+tt.doc, "-once")...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			msg := stderr.String()
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(msg, "-hosts-file") || !strings.Contains(msg, "-json-file") {
+				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming -hosts-file and -json-file", code, err, msg)
+			}
+			if b, err := os.ReadFile(hosts); err != nil || string(b) != content {
+				t.Errorf("hosts file now %q (%v); want it untouched, %q", b, err, content)
 			}
 		})
 	}

@@ -3,6 +3,9 @@ package config
 import (
 	"cmp"
 	"flag"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +111,10 @@ func (c *Config) completeSinks(env Env) error {
 	if err := execsink.CheckReloadSignal(s.ReloadSignal); err != nil {
 		return usage("reload-signal", "%v", err)
 	}
+	outputs := map[string]string{"hosts-file": s.HostsFile, "json-file": s.JSONFile}
+	if first, second, ok := sharedOutput(outputs); ok {
+		return usage(second, "%q names the same file as -%s %q: each file output needs its own file", outputs[second], first, outputs[first])
+	}
 	var err error
 	switch {
 	case strings.TrimSpace(s.ExpectSpec) != "":
@@ -136,6 +143,25 @@ func (c *Config) completeSinks(env Env) error {
 		return usage("once", "cannot be combined with a command after --")
 	}
 	return nil
+}
+
+// sharedOutput reports two flags of outputs (flag name to path; empty is
+// unset) that name one file after filepath.Clean, the first in name order
+// first. Relative paths are compared as given: both are relative to the
+// working directory. Links are not followed.
+func sharedOutput(outputs map[string]string) (first, second string, ok bool) {
+	seen := make(map[string]string, len(outputs))
+	for _, flag := range slices.Sorted(maps.Keys(outputs)) {
+		if outputs[flag] == "" {
+			continue
+		}
+		p := filepath.Clean(outputs[flag])
+		if prev, dup := seen[p]; dup {
+			return prev, flag, true
+		}
+		seen[p] = flag
+	}
+	return "", "", false
 }
 
 // validID reports whether id can name a hosts-file block: it is written into

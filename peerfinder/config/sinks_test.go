@@ -86,6 +86,8 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-reload-signal=20", "--", "x"}, "reload-signal"},
 		{[]string{"-service=web", "-once", "--", "sleep", "1"}, "once"},
 		{[]string{"-service=web", "-json-file=j", "stray"}, ""},
+		{[]string{"-service=web", "-hosts-file=/etc/hosts", "-json-file=/etc/hosts"}, "json-file"},
+		{[]string{"-service=web", "-hosts-file=out/h", "-json-file=./out//x/../h"}, "json-file"},
 	} {
 		_, err := Parse(tc.args, e)
 		var ue *UsageError
