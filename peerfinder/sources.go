@@ -76,7 +76,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 			}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		case config.SourceStatic:
-			src := static.Source{File: cfg.Kube.StaticFile, Period: cfg.PollPeriod, Logger: l}
+			src := static.Source{File: cfg.Kube.StaticFile, Service: cfg.ServiceFQDN(), Period: cfg.PollPeriod, Logger: l}
 			out = append(out, engine.NamedSource{Name: name, Source: src})
 		default:
 			return nil, fmt.Errorf("unknown source %q", name)

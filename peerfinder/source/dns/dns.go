@@ -32,7 +32,7 @@
 // previous answer, or are delivered without IPs. Records that
 // are not SRV records of the queried name are skipped. Only the service's own
 // members are delivered: a target must be one valid RFC 1123 label below the
-// queried name (see member); other targets are rejected, logged once per
+// queried name (see source.Member); other targets are rejected, logged once per
 // change of what is rejected with the reason, and the good records next to
 // them are delivered.
 package dns
@@ -221,7 +221,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 // targets are logged once per change of what is rejected. Run returns nil
 // when ctx is done.
 func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
-	var rejects string // the rejected targets last logged
+	var rejects source.RejectLog
 	// The last keepIPs: an unchanged answer (the same Set, see query) over
 	// the same last set gives the same result without recomputing it.
 	var memoIn, memoLast, memoOut peer.Set
@@ -234,13 +234,7 @@ func (s *Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 			if set.Same(memoIn) && last.Same(memoLast) {
 				return memoOut, nil
 			}
-			if key := fmt.Sprint(rejected); key != rejects {
-				if len(rejected) > 0 {
-					s.log.Warn("dns answer names targets that are not members of the service; not delivered",
-						"name", s.name, "rejected", rejected)
-				}
-				rejects = key
-			}
+			rejects.Log(s.log, "dns answer names targets that are not members of the service; not delivered", s.name, rejected)
 			out := keepIPs(set, last)
 			if out.Equal(last) {
 				out = last // keeps the next poll's comparisons constant-time

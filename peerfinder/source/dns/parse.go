@@ -1,27 +1,20 @@
 package dns
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/source"
 )
 
 // Rejected is an SRV target that was not delivered, and why.
-type Rejected struct {
-	Target string
-	Reason string
-}
-
-// String returns "target (reason)" for logs.
-func (r Rejected) String() string { return r.Target + " (" + r.Reason + ")" }
+type Rejected = source.Rejected
 
 // parse turns an answer into peers, skipping records that do not belong, and
-// returns the SRV targets of the queried name it rejected (see member).
+// returns the SRV targets of the queried name it rejected (see source.Member).
 func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	ips := make(map[string][]string, len(resp.Extra))
 	for _, sec := range [][]dns.RR{resp.Extra, resp.Answer} {
@@ -48,7 +41,7 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 			continue
 		}
 		target := dns.CanonicalName(srv.Target)
-		name, err := member(target, s.name)
+		name, err := source.Member(target, s.name)
 		if err != nil {
 			rejected = append(rejected, Rejected{Target: strings.TrimSuffix(target, "."), Reason: err.Error()})
 			continue
@@ -71,43 +64,6 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	}
 	slices.SortFunc(rejected, func(a, b Rejected) int { return strings.Compare(a.Target, b.Target) })
 	return peer.NewSet(peers...), slices.Compact(rejected)
-}
-
-// member returns the first label of target when target (absolute, lower
-// case) is a member of the service: exactly one label below service, and
-// that label a valid RFC 1123 label (letters, digits and inner '-': no '_',
-// no leading '-' that a hook would read as an option). Anything else — a
-// foreign name, localhost, another service's member, a name deeper below
-// the service — could shadow a real member's name in the hosts file and
-// count toward -expect, so it is rejected with the reason.
-func member(target, service string) (string, error) {
-	if !isHostName(target) || !dns.IsSubDomain(service, target) || dns.CountLabel(target) != dns.CountLabel(service)+1 {
-		return "", fmt.Errorf("not a member of %s", strings.TrimSuffix(service, "."))
-	}
-	label, _, _ := strings.Cut(target, ".")
-	if errs := validation.IsDNS1123Label(label); len(errs) > 0 {
-		return "", fmt.Errorf("not an RFC 1123 name: %s", strings.Join(errs, "; "))
-	}
-	return label, nil
-}
-
-// isHostName reports whether name (absolute, lower case) is a host name made
-// of letters, digits, '-' and '_' (not the root, no escaped bytes).
-func isHostName(name string) bool {
-	if name == "." || len(name) > 254 {
-		return false
-	}
-	for label := range strings.SplitSeq(strings.TrimSuffix(name, "."), ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, c := range []byte(label) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // keepIPs gives each peer that came without glue the IPs it had in last.

@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,8 +33,14 @@ type Source struct {
 	// Peers is the fixed list, used when File is empty.
 	Peers []peer.Peer
 	// File holds one FQDN per line; blank lines and lines starting with '#'
-	// are skipped. Its peers are ready, with Ordinal -1.
+	// are skipped. Its entries follow the member rule of the DNS source
+	// (source.Member): lower-cased, only Service's own members are
+	// delivered, ready, with Name the first label and Ordinal by
+	// peer.OrdinalFromName; the others are dropped and logged once per
+	// change of what is dropped.
 	File string
+	// Service is the FQDN of the governing service; File needs it.
+	Service string
 	// Period is the pause between reads of File (DefaultPeriod).
 	Period time.Duration
 	// Logger receives the failing/recovered records; nil discards them.
@@ -46,6 +54,14 @@ var (
 
 // Run implements source.Source.
 func (s Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var rejects source.RejectLog
 	period := s.Period
 	if period <= 0 {
 		period = DefaultPeriod
@@ -54,7 +70,13 @@ func (s Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		period = time.Duration(1<<63 - 1) // a fixed list never changes
 	}
 	return source.Poll{
-		Lookup:  func(context.Context, peer.Set) (peer.Set, error) { return s.lookup() },
+		Lookup: func(context.Context, peer.Set) (peer.Set, error) {
+			set, rejected, err := s.lookup()
+			if err == nil {
+				rejects.Log(log, "static file names entries that are not members of the service; not delivered", s.File, rejected)
+			}
+			return set, err
+		},
 		Name:    s.File,
 		Period:  period,
 		Backoff: retry.Backoff{Min: 2 * min(period, maxBackoff/2), Max: maxBackoff},
@@ -64,32 +86,57 @@ func (s Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 
 // Lookup implements source.Lookuper.
 func (s Source) Lookup(context.Context) ([]peer.Peer, error) {
-	set, err := s.lookup()
+	set, _, err := s.lookup()
 	if err != nil {
 		return nil, err
 	}
 	return source.ClonePeers(set.Peers()), nil
 }
 
-func (s Source) lookup() (peer.Set, error) {
+// lookup returns Peers, or the members named in File and the entries it
+// dropped, sorted.
+func (s Source) lookup() (peer.Set, []source.Rejected, error) {
 	if s.File == "" {
-		return peer.NewSet(s.Peers...), nil
+		return peer.NewSet(s.Peers...), nil, nil
+	}
+	if err := s.check(); err != nil {
+		return peer.Set{}, nil, err
 	}
 	b, err := os.ReadFile(s.File)
 	if err != nil {
-		return peer.Set{}, fmt.Errorf("static source: %w", err)
+		return peer.Set{}, nil, fmt.Errorf("static source: %w", err)
 	}
-	var names []string
+	var (
+		peers    []peer.Peer
+		rejected []source.Rejected
+	)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			names = append(names, line)
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
+		name, err := source.Member(line, s.Service)
+		if err != nil {
+			rejected = append(rejected, source.Rejected{Target: line, Reason: err.Error()})
+			continue
+		}
+		fqdn := name + "." + strings.ToLower(strings.TrimSuffix(s.Service, "."))
+		peers = append(peers, peer.Peer{FQDN: fqdn, Name: name, Ready: true, Ordinal: peer.OrdinalFromName(name)})
 	}
 	if err := sc.Err(); err != nil {
-		return peer.Set{}, fmt.Errorf("static source: read %s: %w", s.File, err)
+		return peer.Set{}, nil, fmt.Errorf("static source: read %s: %w", s.File, err)
 	}
-	return peer.NewSet(Names(names...)...), nil
+	slices.SortFunc(rejected, func(a, b source.Rejected) int { return strings.Compare(a.Target, b.Target) })
+	return peer.NewSet(peers...), slices.Compact(rejected), nil
+}
+
+// check reports a Source that cannot run.
+func (s Source) check() error {
+	if s.File != "" && s.Service == "" {
+		return errors.New("static source: a file needs the service")
+	}
+	return nil
 }
 
 // Names returns peers whose FQDNs are the given names, with Ordinal -1.

@@ -2,9 +2,11 @@ package static
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +65,7 @@ func TestFileSentOnChangeAndKeptOnError(t *testing.T) {
 		}
 	}
 	write("# peers\nweb-0.svc\n\nweb-1.svc\n")
-	up := start(t, Source{File: path, Period: 5 * time.Millisecond})
+	up := start(t, Source{File: path, Service: "svc", Period: 5 * time.Millisecond})
 	if got := fqdns(await.Recv(t, up, "the file's peers")); !slices.Equal(got, []string{"web-0.svc", "web-1.svc"}) {
 		t.Fatalf("sent %v", got)
 	}
@@ -82,11 +84,36 @@ func TestFileSentOnChangeAndKeptOnError(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	if _, err := (Source{File: filepath.Join(t.TempDir(), "absent")}).Lookup(context.Background()); err == nil {
+	if _, err := (Source{File: filepath.Join(t.TempDir(), "absent"), Service: "svc"}).Lookup(context.Background()); err == nil {
 		t.Error("Lookup of a missing file: nil error")
 	}
 	ps, err := Source{Peers: Names("x.svc")}.Lookup(context.Background())
 	if err != nil || !slices.Equal(fqdns(ps), []string{"x.svc"}) {
 		t.Errorf("Lookup = %v, %v", fqdns(ps), err)
+	}
+}
+
+// A file's entries follow the member and ordinal rules of the other
+// sources (issue 36 #5): lower-cased, only the service's own RFC 1123
+// members, ordinals by peer.OrdinalFromName; the others are dropped.
+func TestFileAppliesMemberRules(t *testing.T) {
+	const svc = "web.ns1.svc.cluster.local"
+	path := filepath.Join(t.TempDir(), "peers")
+	lines := "web-0." + svc + "\nWEB-0." + strings.ToUpper(svc) + "\nWeb-0." + svc + "\nweb-1." + svc + ".\n10-1-2-3." + svc + "\n" +
+		"web 2." + svc + "\n$(id)." + svc + "\n-lead." + svc + "\n'q'." + svc + "\nwéb-4." + svc + "\ndb-0.db.ns1.svc.cluster.local\n" + svc + "\n"
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := Source{File: path, Service: svc}.Lookup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, fmt.Sprintf("%s %s %d", p.FQDN, p.Name, p.Ordinal))
+	}
+	want := []string{"10-1-2-3." + svc + " 10-1-2-3 -1", "web-0." + svc + " web-0 0", "web-1." + svc + " web-1 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Lookup = %q, want %q", got, want)
 	}
 }
