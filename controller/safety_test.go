@@ -317,6 +317,21 @@ func TestOrderedReadyStatefulSetReplaced(t *testing.T) {
 		}
 		uids[n] = p.UID
 	}
+	// As after an upgrade, the old StatefulSet owns the pods: deleted while
+	// its controller is still adopting them, an orphaning delete can miss a
+	// pod that is adopted just after, which then goes with it (seen in CI).
+	e.c.WaitFor(t, "the OrderedReady statefulset adopted the pods", deadline, func(ctx context.Context) (bool, error) {
+		for n := range uids {
+			p, err := e.pod(n)
+			if err != nil {
+				return false, err
+			}
+			if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != old.UID {
+				return false, fmt.Errorf("pod %s controlled by %v", n, ref)
+			}
+		}
+		return true, nil
+	})
 	e.startManager()
 	e.c.WaitFor(t, "statefulset om re-created with Parallel", deadline, func(ctx context.Context) (bool, error) {
 		var got appsv1.StatefulSet
