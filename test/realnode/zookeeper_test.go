@@ -244,11 +244,15 @@ func TestAppZookeeperUpstreamShape(t *testing.T) {
 			}
 			return false
 		})
-		log := b.logs("zoo-0", "bootstrap", true)
+		// The previous run's log is asked for again while the kubelet
+		// restarts the container: between two attempts it may have none
+		// to give ("unable to retrieve container logs", seen in CI).
+		var log string
+		b.WaitFor(t, "upstream's peer-finder in zoo-0's bootstrap (previous run) tried the quoted name", time.Minute, func(context.Context) (bool, error) {
+			log = b.logs("zoo-0", "bootstrap", true)
+			return strings.Contains(log, `execing: "/work-dir/on-start.sh"`), fmt.Errorf("previous run's log:\n%s", log)
+		})
 		t.Logf("upstream's peer-finder in zoo-0's bootstrap (previous run):\n%s", log)
-		if !strings.Contains(log, `execing: "/work-dir/on-start.sh"`) {
-			t.Errorf("upstream's peer-finder did not try the quoted name:\n%s", log)
-		}
 		pod, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "zoo-0", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
