@@ -11,6 +11,12 @@
 // succeeds or leadership is lost. While another pod leads, Apply only
 // records the delivery and succeeds.
 //
+// The wrapper keeps the inner sink's optional capabilities, for the holder
+// only: a sink.Previewer's Preview (the hosts file listing expected names
+// before they resolve) and a sink.Runner's Run (the hosts file restoring its
+// block after someone rewrote the file), which runs while this pod leads
+// and stops when leadership ends.
+//
 // Leader election bounds, but cannot rule out, a short overlap when a leader
 // is partitioned from the API server: it stops writing once it failed to
 // renew for RenewDeadline, while others take over only after LeaseDuration.
@@ -72,13 +78,16 @@ type Sink struct {
 	mu      sync.Mutex
 	latest  *sink.Delivery
 	dirty   bool            // latest not yet applied by Inner while leading
+	preview *sink.Delivery  // newest held set previewed, before any Apply
+	shown   bool            // preview shown by Inner while leading
 	leading context.Context // non-nil while leading; done when leadership ends
 	kick    chan struct{}
 }
 
 var (
-	_ sink.Sink   = (*Sink)(nil)
-	_ sink.Runner = (*Sink)(nil)
+	_ sink.Sink      = (*Sink)(nil)
+	_ sink.Runner    = (*Sink)(nil)
+	_ sink.Previewer = (*Sink)(nil)
 )
 
 // New validates cfg and returns a Sink.
@@ -134,6 +143,37 @@ func (s *Sink) HoldsBack() bool {
 	return true
 }
 
+// Preview implements sink.Previewer when Inner does (nil otherwise): while
+// leading it previews d through Inner; while following it records d, and a
+// candidate that takes over before any Apply previews the newest one.
+func (s *Sink) Preview(ctx context.Context, d sink.Delivery) error {
+	p, ok := s.cfg.Inner.(sink.Previewer)
+	if !ok {
+		return nil
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	s.preview, s.shown = &d, false
+	lead := s.leading
+	s.mu.Unlock()
+	if lead == nil || lead.Err() != nil {
+		return nil
+	}
+	return s.previewLocked(ctx, p, &d)
+}
+
+// previewLocked previews d through p; applyMu must be held.
+func (s *Sink) previewLocked(ctx context.Context, p sink.Previewer, d *sink.Delivery) error {
+	if err := p.Preview(ctx, *d); err != nil {
+		return fmt.Errorf("leader %s: %w", s.cfg.Identity, err)
+	}
+	s.mu.Lock()
+	s.shown = s.shown || s.preview == d
+	s.mu.Unlock()
+	return nil
+}
+
 // Apply records d as the newest delivery and, while leading, applies it to
 // Inner (returning Inner's error). While not leading it returns Follow's
 // result, nil without Follow.
@@ -168,22 +208,45 @@ func (s *Sink) applyLocked(ctx context.Context, d sink.Delivery) error {
 	return nil
 }
 
-// Run implements sink.Runner: it campaigns for the Lease until ctx is done, campaigning again whenever
-// leadership is lost, and releases the Lease on return. It returns nil on
-// cancellation or an error for an invalid configuration.
+// Run implements sink.Runner: it campaigns for the Lease until ctx is done,
+// campaigning again whenever leadership is lost, and releases the Lease on
+// return. While leading it runs Inner's Run, if Inner is a sink.Runner, with
+// a context that ends with leadership; an error Inner's Run returns while
+// still leading ends Run with that error (the pipeline's outcome, as
+// without the wrapper). Otherwise Run returns nil once ctx is done.
 func (s *Sink) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	e := &elector{
 		leases: s.cfg.Client.Leases(s.cfg.Namespace), namespace: s.cfg.Namespace, name: s.cfg.Name, identity: s.cfg.Identity,
 		leaseDuration: s.cfg.LeaseDuration, renewDeadline: s.cfg.RenewDeadline, retryPeriod: s.cfg.RetryPeriod, now: time.Now,
 	}
+	inner, _ := s.cfg.Inner.(sink.Runner)
+	var innerErr error
+	var innerDone chan struct{} // Inner's Run of the current term
 	started := func(lctx context.Context) {
 		s.mu.Lock()
 		s.leading = lctx
 		s.mu.Unlock()
 		s.log.Info("leader: started leading")
 		s.poke()
+		if inner == nil {
+			return
+		}
+		innerDone = make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			if err := inner.Run(lctx); err != nil && lctx.Err() == nil {
+				innerErr = err // read after done is closed
+				stop(err)
+			}
+		}(innerDone)
 	}
 	stopped := func() {
+		if innerDone != nil {
+			<-innerDone // stop writing before the Lease can move
+			innerDone = nil
+		}
 		s.mu.Lock()
 		was := s.leading != nil
 		s.leading = nil
@@ -198,7 +261,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		e.campaign(ctx, started, stopped) // returns when ctx is done or leadership was lost
 	}
 	wg.Wait()
-	return nil
+	return innerErr
 }
 
 func (s *Sink) poke() {
@@ -225,16 +288,25 @@ func (s *Sink) catchUp(ctx context.Context) {
 		s.applyMu.Lock()
 		s.mu.Lock()
 		lead, d, dirty := s.leading, s.latest, s.dirty
+		pd, shown := s.preview, s.shown
 		s.mu.Unlock()
-		if lead == nil || lead.Err() != nil || d == nil || !dirty {
-			s.applyMu.Unlock()
+		p, previews := s.cfg.Inner.(sink.Previewer)
+		var err error
+		switch {
+		case lead == nil || lead.Err() != nil:
 			failures = 0
-			continue
+		case d != nil && dirty:
+			if err = s.applyLocked(lead, *d); err == nil {
+				s.log.Info("leader: newest set applied on taking over", "generation", d.Generation)
+			}
+		case d == nil && pd != nil && !shown && previews:
+			// Held by the expected-names gate: nothing applied yet.
+			if err = s.previewLocked(lead, p, pd); err == nil {
+				s.log.Info("leader: newest held set previewed on taking over")
+			}
 		}
-		err := s.applyLocked(lead, *d)
 		s.applyMu.Unlock()
 		if err == nil {
-			s.log.Info("leader: newest set applied on taking over", "generation", d.Generation)
 			failures = 0
 			continue
 		}

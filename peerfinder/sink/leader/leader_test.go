@@ -3,7 +3,11 @@ package leader
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
+	"github.com/flockd/flock/peerfinder/sink/hostsfile"
 )
 
 func TestMain(m *testing.M) {
@@ -205,4 +210,139 @@ func TestTakeoverOnlyAfterExpiry(t *testing.T) {
 	if got := *l.Spec.HolderIdentity; got != "b" || l.Spec.LeaseTransitions == nil || *l.Spec.LeaseTransitions != 1 {
 		t.Errorf("lease holder %q transitions %v, want b and 1", got, l.Spec.LeaseTransitions)
 	}
+}
+
+// runner is an inner sink with a Run that counts how many of its runs are
+// under way and can be told to fail.
+type runner struct {
+	recorder
+	active atomic.Int32
+	fail   chan error
+}
+
+func (r *runner) Run(ctx context.Context) error {
+	r.active.Add(1)
+	defer r.active.Add(-1)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-r.fail:
+		return err
+	}
+}
+
+// TestInnerRunsWhileLeading: an inner sink.Runner runs only while its
+// candidate holds the Lease, stops when leadership ends, and an error it
+// returns while leading ends the wrapper's Run with that error.
+func TestInnerRunsWhileLeading(t *testing.T) {
+	client := fake.NewClientset()
+	ra, rb := &runner{fail: make(chan error, 1)}, &runner{fail: make(chan error, 1)}
+	a, b := newSink(t, client, "a", ra), newSink(t, client, "b", rb)
+	stopA := run(t, a)
+	eventually(t, "a leading with its inner Run under way", func() bool { return a.Leading() && ra.active.Load() == 1 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bDone := make(chan error, 1)
+	calls := len(client.Actions())
+	go func() { bDone <- b.Run(ctx) }()
+	// a renews and b tries every 100 ms: a few more calls mean b campaigned.
+	eventually(t, "b to campaign", func() bool { return len(client.Actions()) >= calls+6 })
+	if b.Leading() {
+		t.Fatal("b leads while a holds the Lease")
+	}
+	if n := rb.active.Load(); n != 0 {
+		t.Fatalf("follower's inner Run under way (%d)", n)
+	}
+	stopA()
+	if n := ra.active.Load(); n != 0 {
+		t.Fatalf("a stopped, its inner Run still under way (%d)", n)
+	}
+	eventually(t, "b leading with its inner Run under way", func() bool { return b.Leading() && rb.active.Load() == 1 })
+
+	boom := errors.New("child exited 3")
+	rb.fail <- boom
+	select {
+	case err := <-bDone:
+		if !errors.Is(err, boom) {
+			t.Fatalf("b's Run = %v, want the inner Run's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's Run did not end after its inner Run failed")
+	}
+}
+
+// TestHolderPreviewsAndRestores: with a real hosts file sink inside, the
+// Lease holder previews the expected names before they resolve (a follower
+// writes nothing, and a candidate taking over before any Apply previews the
+// newest held set), and puts its block back after someone rewrote the file
+// (the kubelet, when a container starts).
+func TestHolderPreviewsAndRestores(t *testing.T) {
+	client := fake.NewClientset()
+	const base = "127.0.0.1\tlocalhost\n"
+	hosts := func(name string) (*hostsfile.Sink, string) {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(base), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hf, err := hostsfile.New(hostsfile.Options{Path: path, ID: "web", Expected: []string{"web-0", "web-1"}, KeepInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hf, path
+	}
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	hfA, pathA := hosts("a")
+	hfB, pathB := hosts("b")
+	a, b := newSink(t, client, "a", hfA), newSink(t, client, "b", hfB)
+	pa, ok := sink.Sink(a).(sink.Previewer)
+	if !ok {
+		t.Fatal("leader.Sink is no sink.Previewer: a held set is never previewed under a Lease")
+	}
+	pb := sink.Sink(b).(sink.Previewer)
+	stopA := run(t, a)
+	eventually(t, "a leading", a.Leading)
+	stopB := run(t, b)
+	defer stopB()
+
+	web0 := peer.Peer{FQDN: "web-0.web.ns.svc.cluster.local", Name: "web-0", IPs: []string{"10.0.0.1"}, Ready: true, Ordinal: 0}
+	web1 := peer.Peer{FQDN: "web-1.web.ns.svc.cluster.local", Name: "web-1", IPs: []string{"10.0.0.2"}, Ready: true, Ordinal: 1}
+	held := sink.Delivery{Set: peer.NewSet(web0), Self: web0.FQDN}
+	ctx := context.Background()
+	for _, p := range []sink.Previewer{pa, pb} {
+		if err := p.Preview(ctx, held); err != nil {
+			t.Fatalf("Preview: %v", err)
+		}
+	}
+	if got := read(pathA); !strings.Contains(got, "10.0.0.1\tweb-0") || !strings.Contains(got, "web-1") {
+		t.Errorf("holder's preview wrote %q, want web-0's address and web-1 listed", got)
+	}
+	if got := read(pathB); got != base {
+		t.Errorf("follower's preview wrote %q", got)
+	}
+
+	stopA()
+	eventually(t, "b to take over and preview the newest held set", func() bool {
+		return strings.Contains(read(pathB), "10.0.0.1\tweb-0")
+	})
+	if err := b.Apply(ctx, sink.Delivery{Set: peer.NewSet(web0, web1), Self: web0.FQDN, Generation: 1, First: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(pathB); !strings.Contains(got, "10.0.0.2\tweb-1") {
+		t.Fatalf("holder applied %q, want web-1's address", got)
+	}
+	// The kubelet writes the file anew; the holder puts its block back.
+	if err := os.WriteFile(pathB, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the holder to restore its block", func() bool {
+		got := read(pathB)
+		return strings.Contains(got, "10.0.0.1\tweb-0") && strings.Contains(got, "10.0.0.2\tweb-1")
+	})
 }
