@@ -67,7 +67,8 @@ func (r *reader) finish() (reads int, seen map[string]int, errs []string) {
 
 // TestSharedFileOneWriter: several peer-finders, one per pod, keep one hosts
 // file shared by all of them (the octopus seed's NFS file) with
-// -hosts-lease. Only the Lease holder writes; a reader parsing the file all
+// -hosts-lease. Only the Lease holder writes, and puts its block back when
+// the file is written anew; a reader parsing the file all
 // the time never sees a partial block or foreign lines touched; when the
 // writer is killed (no Lease release), another takes over and writes the
 // newest set, including a change that happened while nobody led.
@@ -113,6 +114,17 @@ func TestSharedFileOneWriter(t *testing.T) {
 	waitHosts(t, shared, "web", want)
 
 	first := holder(t, c, ns, lease, "")
+	checkOneWriter(t, procs, first, nil)
+
+	// Someone writes the file anew (as the kubelet does a pod's /etc/hosts):
+	// the holder puts its block back, nobody else writes.
+	if err := os.WriteFile(shared, []byte(outside), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitHosts(t, shared, "web", want)
+	eventually(t, first+" to log the restore", func() (bool, string) {
+		return strings.Contains(procs[first].stderr.String(), "block restored"), "not logged yet"
+	})
 	checkOneWriter(t, procs, first, nil)
 
 	// A fourth member and candidate joins.
@@ -193,7 +205,7 @@ func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []s
 	for _, pod := range slices.Sorted(maps.Keys(procs)) {
 		log := procs[pod].stderr.String()
 		led := strings.Contains(log, "leader: started leading")
-		wrote := strings.Contains(log, "hosts file applied")
+		wrote := strings.Contains(log, "hosts file applied") || strings.Contains(log, "block restored")
 		switch {
 		case pod == holder && !led:
 			t.Errorf("%s holds the Lease but never logged leading", pod)
