@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -393,4 +394,55 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// CurrentAssignments merges where members' data is (their volumes) with
+// the recorded status. The status wins when it records a move under way
+// (movingFrom) or names one of the member's volumes' nodes; otherwise the
+// volumes win, since the data is there: a bound volume first, then an
+// available one, then a released one (a claim deleted or a namespace
+// re-created leaves the data on that node, so the member goes back there).
+func CurrentAssignments(members []flockv1.MemberStatus, pvs []corev1.PersistentVolume) map[int32]string {
+	type candidate struct {
+		rank int
+		node string
+	}
+	rank := func(phase corev1.PersistentVolumePhase) int {
+		switch phase {
+		case corev1.VolumeBound:
+			return 0
+		case corev1.VolumeReleased, corev1.VolumeFailed:
+			return 2
+		}
+		return 1
+	}
+	onDisk := map[int32][]candidate{}
+	for i := range pvs {
+		pv := &pvs[i]
+		if pv.DeletionTimestamp != nil {
+			continue
+		}
+		ord, err := strconv.ParseInt(pv.Labels[flockv1.MemberLabel], 10, 32)
+		node := pv.Annotations[nodeAnnotation]
+		if err != nil || node == "" || ord < 0 {
+			continue
+		}
+		onDisk[int32(ord)] = append(onDisk[int32(ord)], candidate{rank(pv.Status.Phase), node})
+	}
+	out := map[int32]string{}
+	moving := map[int32]bool{}
+	for _, m := range members {
+		if m.Node != "" {
+			out[m.Ordinal] = m.Node
+			moving[m.Ordinal] = m.MovingFrom != ""
+		}
+	}
+	for ord, cands := range onDisk {
+		if cur, ok := out[ord]; ok && (moving[ord] || slices.ContainsFunc(cands, func(c candidate) bool { return c.node == cur })) {
+			continue
+		}
+		best := slices.MinFunc(cands, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.node, b.node)) })
+		out[ord] = best.node
+	}
+	return out
 }
