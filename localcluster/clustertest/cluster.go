@@ -1,4 +1,4 @@
-// Package cluster gives integration tests a real local Kubernetes cluster (see
+// Package clustertest gives integration tests a real local Kubernetes cluster (see
 // localcluster): one shared cluster per state dir, each test in its
 // own namespace.
 //

@@ -1,79 +1,23 @@
 // Package bootstrap decides whether a member forms a new cluster or joins an
-// existing one, and records formation in a Kubernetes Lease so that the
-// decision survives the loss of a member's data. It also follows the owning
-// StatefulSet's spec.replicas as the expected cluster size.
+// existing one: the pure Decide, with the effects around it in lease.go (the
+// cluster record, a Kubernetes Lease, so that the decision survives the loss
+// of a member's data) and replicas.go (the owning StatefulSet's
+// spec.replicas as the expected cluster size).
 //
-// The decision is the pure function Decide; the Lease (lease.go) and the
-// StatefulSet watch (replicas.go) are the effects around it.
+// Without a record (no -cluster-lease) a member forms when its ordinal is
+// the StatefulSet's first and no lower ordinal is visible; every other
+// member, and every member without an ordinal, joins. With a record, the
+// record wins while the cluster it records exists (while the data of any
+// member it lists exists: its claims' UIDs, or its pod's UID without
+// claims): only the pod that formed, or a successor mounting its claims,
+// forms again, and a member that would form must first win the write of the
+// Lease. A record whose every member's data is gone counts as none.
 //
-// # The rule
-//
-// Without a cluster record (no -cluster-lease), a member is told "form" when
-// its ordinal is the StatefulSet's first ordinal (0 unless spec.ordinals.start
-// says otherwise) and no peer with a lower ordinal is visible; every other
-// member, and every member whose ordinal is unknown, is told "join".
-// A StatefulSet runs at most one pod per ordinal, so two members never both
-// form at the same time.
-//
-// With a cluster record (a Lease), the record wins while the cluster it
-// records exists: once a member has formed, only that same pod (same pod
-// UID: a retry or a container restart) is told "form" again; any other pod,
-// including a re-created pod-0 whose volume came back empty, is told "join".
-// A member that would form must first write itself into the Lease
-// (create-if-absent, or update with the read resourceVersion); when another
-// member won that write, it is told "join". With a Lease, members without an
-// ordinal (a Deployment found by the pods source) may also form: the Lease
-// write decides which one does.
-//
-// # When the cluster is gone
-//
-// A cluster exists while the data of any of its members exists. The record
-// lists each member's data identity (Member): the UIDs of the
-// PersistentVolumeClaims its pod mounts, or, for a pod without claims, the
-// pod's UID. The member that forms writes itself into the record, keeping
-// the members listed before it; every member told to join adds itself
-// (replacing an earlier entry of the same pod name, dropping entries found
-// gone), also before the member that forms wrote the record (members of a
-// Parallel start are told to join as soon as they see the first ordinal):
-// it then writes a record naming no former, which the former fills. Without
-// that, a pod-0 that later lost its data found only itself recorded and
-// formed a second cluster. A member not yet in the list
-// checks the listed ones: when none still exists (every claim deleted or
-// re-created under its name with a new UID, every claim-less pod gone) the
-// record is stale, and the rule runs as if there were none: the first
-// ordinal writes a new record over the stale one and forms; the others get
-// no role until it has (reason cluster-gone; peer-finder retries). So:
-//
-//   - a StatefulSet re-created after its pods and claims were deleted (or
-//     without claims, after its pods were deleted) forms again;
-//   - a pod-0 that lost its claim while another member keeps its data joins;
-//   - a StatefulSet re-created with its claims kept joins, as its members
-//     mount the recorded claims.
-//
-// A record without a member list (written before this rule) is never stale.
-//
-// # Limits
-//
-// Without a Lease, a pod-0 that lost its data looks exactly like the first
-// pod of a new cluster and is told "form": a second cluster. Use a Lease.
-//
-// A Lease records that formation started, not that it succeeded. If the
-// member that formed fails midway (its on-start hook fails) the same pod
-// keeps being told "form" on retries and restarts; if that pod is replaced
-// while it still has its claim, its successor mounts that claim: it is the
-// same member with the same data, and is told "form" (reason
-// formed-with-this-data; it then writes itself into the record as the pod
-// that formed). Without that rule a pod-0 deleted between its formation
-// and its first write left every member told "join" with nobody to join
-// (the etcd campaign's member killed mid-bootstrap). Data outside claims (a hostPath) is not seen: a pod re-created on
-// the same node with the same hostPath counts as new. The role is advice for
-// a member with an empty data directory; a member that already has data
-// should start from it whatever the role.
-//
-// The first role needs the Lease: while it cannot be read (API down, RBAC),
-// nothing is delivered and peer-finder retries. Once a role was decided, an
-// unreadable Lease keeps that role for later peer sets instead of holding
-// them back.
+// The role is advice for a member with an empty data directory. While the
+// Lease cannot be read nothing is delivered before the first role; after it
+// the last role stands. The rule's reasons, history and limits (without a
+// Lease a pod-0 that lost its data forms a second cluster; data outside
+// claims is not seen) are in docs/design/bootstrap.md.
 package bootstrap
 
 import (
