@@ -32,6 +32,11 @@ test: cluster-build images verify ## Run all tests (unit, integration, real pods
 		grep "^$$k skipped " "$$tally" | sort -u | sed 's/^/  /'; \
 	done; exit $$rc
 
+test-unit: ## Fast tier: every test that needs no local cluster (go test -short: the cluster helpers skip), race detector on; about 3 minutes.
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -race -short -count=1 ./...
+
 FLOCK_CLUSTER := $(BIN)/flock-cluster
 
 # Always rebuilt (seconds when cached) so the binary never lags behind the source.
@@ -201,5 +206,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests api-docs verify controller controller-demo
 
-.PHONY: help build test mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test test-unit mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

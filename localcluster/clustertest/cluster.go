@@ -138,6 +138,7 @@ var shared struct {
 // dir and a lock). It calls t.Fatal with a clear message if it cannot.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
+	skipShort(t)
 	shared.once.Do(func() {
 		o, err := options("")
 		if err != nil {
@@ -162,11 +163,22 @@ func Get(t testing.TB) *Cluster {
 	return shared.c
 }
 
+// skipShort skips a test that needs the local cluster under go test -short
+// (make test-unit, the fast tier). make test never passes -short, so there
+// every such test runs.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local cluster: skipped under -short (make test-unit)")
+	}
+}
+
 // Private starts a cluster of its own for this test, in a temporary state dir,
 // and stops it in t.Cleanup. It takes several seconds and a few hundred MiB; use
 // it only for tests that disturb the cluster (RestartAPIServer).
 func Private(t testing.TB) *Cluster {
 	t.Helper()
+	skipShort(t)
 	dir, err := os.MkdirTemp("", "flock-cluster-")
 	if err != nil {
 		t.Fatalf("private cluster: %v", err)
