@@ -18,6 +18,8 @@ package atomicfile
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -103,33 +105,39 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 }
 
 // Write writes data to path with the given mode unless the file already holds
-// exactly data, and reports what it did. A symbolic link at path is followed:
+// exactly data, and reports what it did, without the cap of MaxSize (it
+// writes build artefacts). A symbolic link at path is followed:
 // its target is written, the link stays. perm applies to a newly created file;
 // an existing file keeps its mode (and, when running as root, its owner).
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
-	return std.write(path, data, perm, mode)
+	return writer{fs: osFS{}, limit: noLimit}.write(context.Background(), path, data, perm, mode)
 }
 
 // writer performs the writes through fs, the seam for fault injection.
 type writer struct {
 	fs       fileSystem
 	lockWait time.Duration // the bound of a wait for a lock; LockWait when zero
+	limit    int64         // the most read or written; MaxSize when zero
 }
 
 // std writes to the real file system.
 var std = writer{fs: osFS{}}
 
-func (w writer) write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
+func (w writer) write(ctx context.Context, path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
-	old, err := os.ReadFile(path)
+	limit := cmp.Or(w.limit, MaxSize)
+	if int64(len(data)) > limit {
+		return Unchanged, fmt.Errorf("write %s: %d bytes: %w", path, len(data), ErrTooLarge)
+	}
+	old, err := read(ctx, path, true, limit)
 	exists := err == nil
 	switch {
 	case exists && bytes.Equal(old, data):
 		return Unchanged, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+		return Unchanged, err
 	}
 	if mode == InPlace {
 		return Rewritten, w.rewrite(path, data, perm)
@@ -216,7 +224,7 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 // A process that dies between two steps leaves the old or the new content
 // followed by blank lines.
 func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
-	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, perm)
 	if err != nil {
 		return fmt.Errorf("open %s for in-place rewrite: %w", path, err)
 	}
@@ -224,6 +232,9 @@ func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := checkRegular(path, fi); err != nil {
+		return err
 	}
 	size := fi.Size()
 	if grow := int64(len(data)) - size; grow > 0 {

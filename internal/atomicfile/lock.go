@@ -45,19 +45,21 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 	if held {
 		w.removeStale(path)
 	}
-	current, err := os.ReadFile(path)
+	current, err := read(ctx, path, true, cmp.Or(w.limit, MaxSize))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+		return Unchanged, err
 	}
 	data, err := fn(current)
 	if err != nil {
 		return Unchanged, err
 	}
-	return w.write(path, data, perm, mode)
+	return w.write(ctx, path, data, perm, mode)
 }
 
 // ReadFile reads path under a shared lock, so it never sees an in-place
-// rewrite by Update half done. It waits for the lock as Update does.
+// rewrite by Update half done. It waits for the lock as Update does. Like
+// Update it reads only a regular file (ErrNotRegular) of at most MaxSize
+// bytes (ErrTooLarge).
 func ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
@@ -67,7 +69,7 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	defer unlock()
-	return os.ReadFile(path)
+	return ReadTarget(ctx, path)
 }
 
 // LockWait bounds the wait for a file's lock in Update and ReadFile. Writers
@@ -111,11 +113,18 @@ func (w writer) lock(ctx context.Context, path string, how int) (unlock func(), 
 
 // openForLock opens path for locking: read-write where allowed (NFS needs a
 // writable descriptor for an exclusive lock), else read-only; its directory
-// when path does not exist.
+// when path does not exist. Anything but a regular file fails with
+// ErrNotRegular, checked before the open (a device is never opened) and
+// after it.
 func (w writer) openForLock(path string) (f file, missing bool, err error) {
-	f, err = w.fs.OpenFile(path, os.O_RDWR, 0)
+	if fi, err := os.Stat(path); err == nil {
+		if err := checkRegular(path, fi); err != nil {
+			return nil, false, err
+		}
+	}
+	f, err = w.fs.OpenFile(path, os.O_RDWR|openFlags, 0)
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		f, err = w.fs.OpenFile(path, os.O_RDONLY, 0)
+		f, err = w.fs.OpenFile(path, os.O_RDONLY|openFlags, 0)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err = w.fs.OpenFile(filepath.Dir(path), os.O_RDONLY, 0)
@@ -123,6 +132,16 @@ func (w writer) openForLock(path string) (f file, missing bool, err error) {
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("open %s to lock it: %w", path, err)
+	}
+	if !missing {
+		fi, err := f.Stat()
+		if err == nil {
+			err = checkRegular(path, fi)
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, false, err
+		}
 	}
 	return f, missing, nil
 }
