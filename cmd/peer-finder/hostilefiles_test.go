@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 )
 
@@ -55,7 +56,7 @@ func TestFIFOAtHostsFileFailsThatSinkOnly(t *testing.T) {
 // that it and /readyz name the sink and path, and the record says why.
 func assertSinkFailing(t *testing.T, p *process, sink, path, why string) {
 	t.Helper()
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink failing") })
+	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), "sink failing") }, "a \"sink failing\" record")
 	log := p.stderr.String()
 	failing := lineWith(log, "sink failing")
 	if !strings.Contains(failing, "sink="+sink) || !strings.Contains(failing, path) || !strings.Contains(failing, why) {
@@ -69,5 +70,53 @@ func assertSinkFailing(t *testing.T, p *process, sink, path, why string) {
 	t.Logf("log: %s\n/readyz: %s", failing, ready)
 	if !strings.Contains(ready, "sink "+sink+" failing") || !strings.Contains(ready, path) {
 		t.Errorf("/readyz does not name the failing sink and %s:\n%s", path, ready)
+	}
+}
+
+// TestJSONFileThatIsNotOursIsRefused runs the real binary with -json-file
+// at a file it must not replace: a link a co-tenant of a shared directory
+// planted, pointing to a shadow-like file elsewhere (a root peer-finder
+// replaced that file whole, mode and owner kept), and an existing hosts
+// file (replaced silently). The JSON file sink fails naming the file and
+// why, /readyz names it, and the files are left as they were (issue 36 #7,
+// #12).
+func TestJSONFileThatIsNotOursIsRefused(t *testing.T) {
+	const secret = "root:$6$salt$hash:19000:0:99999:7:::\n"
+	for _, tc := range []struct {
+		name, why string
+		make      func(t *testing.T, path string) (check string)
+	}{
+		{"link to a shadow-like file", "symbolic link", func(t *testing.T, path string) string {
+			shadow := filepath.Join(t.TempDir(), "shadow")
+			if err := os.WriteFile(shadow, []byte(secret), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(shadow, path); err != nil {
+				t.Fatal(err)
+			}
+			return shadow
+		}},
+		{"hosts file", "not a peer document", func(t *testing.T, path string) string {
+			if err := os.WriteFile(path, []byte(secret), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dns := dnstest.New(t)
+			dns.Peers(svc, "web", 2, 80)
+			doc := filepath.Join(t.TempDir(), "peers.json")
+			check := tc.make(t, doc)
+			before, _ := os.Lstat(doc)
+			p := start(t, append(common(dns.Addr()), "-json-file="+doc, "-metrics-addr=127.0.0.1:0")...)
+			assertSinkFailing(t, p, "json-file", doc, tc.why)
+			if b, err := os.ReadFile(check); err != nil || string(b) != secret {
+				t.Errorf("%s now holds %q (err %v), want it untouched", check, b, err)
+			}
+			if after, err := os.Lstat(doc); err != nil || !os.SameFile(before, after) {
+				t.Errorf("%s was replaced (err %v)", doc, err)
+			}
+		})
 	}
 }

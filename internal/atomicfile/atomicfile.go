@@ -14,6 +14,13 @@
 // fsync. In-place mode is therefore meant for line-oriented text (hosts
 // files, JSON), where trailing blank lines are harmless even if the process
 // dies between two steps.
+//
+// The target's directory may be shared with writers that are not trusted
+// (an emptyDir, a hostPath); the path up to it is trusted. So the target
+// must be a regular file or not exist: a symbolic link at the path is never
+// followed (O_NOFOLLOW, after an lstat), a FIFO or device is never opened
+// for reading, and temporary files are made only in the target's
+// directory; anything else fails with ErrNotRegular.
 package atomicfile
 
 import (
@@ -106,9 +113,10 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 
 // Write writes data to path with the given mode unless the file already holds
 // exactly data, and reports what it did, without the cap of MaxSize (it
-// writes build artefacts). A symbolic link at path is followed:
-// its target is written, the link stays. perm applies to a newly created file;
-// an existing file keeps its mode (and, when running as root, its owner).
+// writes build artefacts). path must be a regular file or not exist: a
+// symbolic link is not followed and anything but a regular file is refused
+// (ErrNotRegular). perm applies to a newly created file; an existing file
+// keeps its mode (and, when running as root, its owner).
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
 	return writer{fs: osFS{}, limit: noLimit}.write(context.Background(), path, data, perm, mode)
 }
@@ -124,14 +132,11 @@ type writer struct {
 var std = writer{fs: osFS{}}
 
 func (w writer) write(ctx context.Context, path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
 	limit := cmp.Or(w.limit, MaxSize)
 	if int64(len(data)) > limit {
 		return Unchanged, fmt.Errorf("write %s: %d bytes: %w", path, len(data), ErrTooLarge)
 	}
-	old, err := read(ctx, path, true, limit)
+	old, err := read(ctx, path, false, limit)
 	exists := err == nil
 	switch {
 	case exists && bytes.Equal(old, data):
@@ -182,7 +187,7 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 			_ = w.fs.Remove(tmp)
 		}
 	}()
-	if fi, statErr := os.Stat(path); statErr == nil {
+	if fi, statErr := os.Lstat(path); statErr == nil {
 		perm = fi.Mode().Perm()
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
 			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner
@@ -226,7 +231,7 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
 	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, perm)
 	if err != nil {
-		return fmt.Errorf("open %s for in-place rewrite: %w", path, err)
+		return openError("open for in-place rewrite", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()

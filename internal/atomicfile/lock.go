@@ -34,9 +34,6 @@ func Update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn fu
 }
 
 func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn func([]byte) ([]byte, error)) (Result, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
 	unlock, held, err := w.lock(ctx, path, syscall.LOCK_EX)
 	if err != nil {
 		return Unchanged, err
@@ -45,7 +42,7 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 	if held {
 		w.removeStale(path)
 	}
-	current, err := read(ctx, path, true, cmp.Or(w.limit, MaxSize))
+	current, err := read(ctx, path, false, cmp.Or(w.limit, MaxSize))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Unchanged, err
 	}
@@ -61,9 +58,6 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 // Update it reads only a regular file (ErrNotRegular) of at most MaxSize
 // bytes (ErrTooLarge).
 func ReadFile(ctx context.Context, path string) ([]byte, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
 	unlock, _, err := std.lock(ctx, path, syscall.LOCK_SH)
 	if err != nil {
 		return nil, err
@@ -117,7 +111,7 @@ func (w writer) lock(ctx context.Context, path string, how int) (unlock func(), 
 // ErrNotRegular, checked before the open (a device is never opened) and
 // after it.
 func (w writer) openForLock(path string) (f file, missing bool, err error) {
-	if fi, err := os.Stat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
 		if err := checkRegular(path, fi); err != nil {
 			return nil, false, err
 		}
@@ -131,7 +125,7 @@ func (w writer) openForLock(path string) (f file, missing bool, err error) {
 		missing = true
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("open %s to lock it: %w", path, err)
+		return nil, false, openError("open to lock", path, err)
 	}
 	if !missing {
 		fi, err := f.Stat()
@@ -149,7 +143,7 @@ func (w writer) openForLock(path string) (f file, missing bool, err error) {
 // lockedIsCurrent reports whether the locked f is still what path names: the
 // same inode, or, when the directory was locked, still no file.
 func lockedIsCurrent(f file, path string, missing bool) bool {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if missing {
 		return errors.Is(err, fs.ErrNotExist)
 	}

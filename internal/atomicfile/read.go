@@ -32,9 +32,10 @@ var ErrTooLarge = fmt.Errorf("larger than the %d MiB cap", MaxSize>>20)
 // noLimit is the limit of Write, which has no cap.
 const noLimit = 1 << 62
 
-// openFlags are added to every open of a target: O_NONBLOCK so that the
-// open itself cannot block on a FIFO that appeared after the check.
-const openFlags = syscall.O_NONBLOCK
+// openFlags are added to every open of a target: O_NOFOLLOW so that a link
+// planted after the check is not followed, O_NONBLOCK so that the open
+// itself cannot block on a FIFO that appeared after the check.
+const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
 // ReadRegular reads the regular file at path, following symbolic links
 // (the files of a ConfigMap volume are links), for an input such as
@@ -47,19 +48,19 @@ func ReadRegular(ctx context.Context, path string) ([]byte, error) {
 
 // ReadTarget reads path as Update does, but without its lock: for a cheap
 // check that the content is still there (the hosts file's keep loop).
-// Anything but a regular file fails with ErrNotRegular, a file larger than
-// MaxSize with ErrTooLarge.
+// Anything but a regular file, a symbolic link included, fails with
+// ErrNotRegular, a file larger than MaxSize with ErrTooLarge.
 func ReadTarget(ctx context.Context, path string) ([]byte, error) {
-	return read(ctx, path, true, MaxSize)
+	return read(ctx, path, false, MaxSize)
 }
 
 // read reads path after checking that it is a regular file, before the open
 // (a device is never opened) and after it (the file may have been swapped).
 // At most limit bytes are read.
 func read(ctx context.Context, path string, follow bool, limit int64) ([]byte, error) {
-	stat := os.Lstat
+	stat, flags := os.Lstat, os.O_RDONLY|openFlags
 	if follow {
-		stat = os.Stat
+		stat, flags = os.Stat, flags&^syscall.O_NOFOLLOW
 	}
 	fi, err := stat(path)
 	if err != nil {
@@ -68,9 +69,9 @@ func read(ctx context.Context, path string, follow bool, limit int64) ([]byte, e
 	if err := checkRegular(path, fi); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, openError("read", path, err)
 	}
 	defer f.Close()
 	if fi, err = f.Stat(); err != nil {
@@ -112,17 +113,27 @@ func readCapped(ctx context.Context, f io.Reader, path string, size, limit int64
 // checkRegular fails with ErrNotRegular naming path and what it is unless fi
 // is a regular file.
 func checkRegular(path string, fi fs.FileInfo) error {
-	if fi.Mode().IsRegular() {
+	switch {
+	case fi.Mode().IsRegular():
 		return nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link, not followed (name the file itself): %w", path, ErrNotRegular)
 	}
 	return fmt.Errorf("%s is a %s: %w", path, kind(fi.Mode()), ErrNotRegular)
+}
+
+// openError wraps the error of an open of path for what: ELOOP, a link met
+// by O_NOFOLLOW (planted after the check), is ErrNotRegular.
+func openError(what, path string, err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s %s: a symbolic link, not followed: %w", what, path, ErrNotRegular)
+	}
+	return fmt.Errorf("%s %s: %w", what, path, err)
 }
 
 // kind names the type of a file that is not regular.
 func kind(m fs.FileMode) string {
 	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
 	case m&fs.ModeNamedPipe != 0:
 		return "named pipe (FIFO)"
 	case m&fs.ModeSocket != 0:

@@ -142,3 +142,75 @@ func TestTargetLargerThanMaxSizeIsRefused(t *testing.T) {
 	}
 	assertNoTemp(t, dir)
 }
+
+// TestSymlinkTargetIsRefused: a symbolic link at the path, as a co-tenant of
+// a shared directory (an emptyDir, a hostPath) could plant, is never
+// followed, in any mode: a link to a shadow-like file in another directory
+// leaves that file as it was (a root writer replaced it whole, mode and
+// owner kept, or appended to it), a dangling link creates nothing (in place
+// it created its target anywhere as 0644 root), and the link itself stays
+// (issue 36 #7).
+func TestSymlinkTargetIsRefused(t *testing.T) {
+	const secret = "root:$6$salt$hash:19000:0:99999:7:::\n"
+	for _, mode := range []Mode{Auto, Replace, InPlace} {
+		for _, dangling := range []bool{false, true} {
+			name := mode.String()
+			if dangling {
+				name += "/dangling"
+			}
+			t.Run(name, func(t *testing.T) {
+				shared, elsewhere := t.TempDir(), t.TempDir()
+				shadow := filepath.Join(elsewhere, "shadow")
+				if !dangling {
+					if err := os.WriteFile(shadow, []byte(secret), 0o640); err != nil {
+						t.Fatal(err)
+					}
+				}
+				path := filepath.Join(shared, "peers.json")
+				if err := os.Symlink(shadow, path); err != nil {
+					t.Fatal(err)
+				}
+				called := false
+				_, err := Update(context.Background(), path, 0o644, mode, func([]byte) ([]byte, error) {
+					called = true
+					return []byte("{}\n"), nil
+				})
+				if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "symbolic link") {
+					t.Errorf("Update through a link = %v; want an error wrapping ErrNotRegular naming %s as a symbolic link", err, path)
+				}
+				if called {
+					t.Error("fn ran with the content of a linked file")
+				}
+				if _, err := Write(path, []byte("{}\n"), 0o644, mode); !errors.Is(err, ErrNotRegular) {
+					t.Errorf("Write through a link = %v; want ErrNotRegular", err)
+				}
+				if _, err := ReadFile(context.Background(), path); !errors.Is(err, ErrNotRegular) {
+					t.Errorf("ReadFile through a link = %v; want ErrNotRegular", err)
+				}
+				if dangling {
+					if _, err := os.Lstat(shadow); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("a dangling link's target was created (err %v)", err)
+					}
+				} else if b, err := os.ReadFile(shadow); err != nil || string(b) != secret {
+					t.Errorf("the linked file now holds %q (err %v), want it untouched", b, err)
+				}
+				if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSymlink {
+					t.Errorf("the link was replaced (err %v)", err)
+				}
+				assertNoTemp(t, shared)
+			})
+		}
+	}
+	// An input read with ReadRegular follows links (a ConfigMap volume's
+	// files are links into ..data).
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "real"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadRegular(context.Background(), filepath.Join(dir, "link")); err != nil || string(b) != "x\n" {
+		t.Errorf("ReadRegular through a link = %q, %v; want the file it points to", b, err)
+	}
+}
