@@ -104,8 +104,8 @@ func (r Result) String() string {
 }
 
 // WriteFile writes data to path in Auto mode unless the file already holds
-// exactly data. perm applies to a newly created file; an existing file keeps
-// its mode.
+// exactly data. perm, less the umask, applies to a newly created file; an
+// existing file keeps its mode.
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	_, err := Write(path, data, perm, Auto)
 	return err
@@ -115,8 +115,9 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 // exactly data, and reports what it did, without the cap of MaxSize (it
 // writes build artefacts). path must be a regular file or not exist: a
 // symbolic link is not followed and anything but a regular file is refused
-// (ErrNotRegular). perm applies to a newly created file; an existing file
-// keeps its mode (and, when running as root, its owner).
+// (ErrNotRegular). perm, less the umask, applies to a newly created file;
+// an existing file keeps its mode bits, setuid, setgid and sticky included
+// (and, when running as root, its owner).
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
 	return writer{fs: osFS{}, limit: noLimit}.write(context.Background(), path, data, perm, mode)
 }
@@ -171,12 +172,14 @@ func fallback(err error) bool {
 
 // replace writes data to a temporary file next to path, fsyncs it, renames it
 // over path and fsyncs the directory. The temporary file is removed on error.
+// The new file gets the mode bits of the file it replaces, setuid, setgid and
+// sticky included, or perm without the umask's bits when there was none.
 func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := w.fs.CreateTemp(dir, "."+base+".tmp*")
+	f, err := w.fs.CreateTemp(dir, "."+base+tempInfix+"*")
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
@@ -188,10 +191,12 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 		}
 	}()
 	if fi, statErr := os.Lstat(path); statErr == nil {
-		perm = fi.Mode().Perm()
+		perm = fi.Mode() & modeBits // setuid, setgid and sticky too
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
-			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner
+			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner (before the chmod, which chown would undo for setuid/setgid)
 		}
+	} else {
+		perm = perm.Perm() &^ umask() // as open(2) would create it
 	}
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)

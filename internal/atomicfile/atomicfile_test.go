@@ -234,7 +234,7 @@ func assertNoTemp(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp") {
+		if strings.Contains(e.Name(), "tmp") {
 			t.Errorf("temporary file left behind: %s", e.Name())
 		}
 	}

@@ -1,9 +1,34 @@
 package atomicfile
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
+	"strconv"
 )
+
+// modeBits are the bits of a file's mode that a replace keeps.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// tempInfix names the temporary files of replace, ".<name>.flock-tmp<digits>",
+// so that removeStale knows them from other programs' ".<name>.tmp123".
+const tempInfix = ".flock-tmp"
+
+// umask returns the process's umask, read from /proc/self/status (reading
+// it with umask(2) would change it for a moment for every thread), or the
+// usual 022 where that file does not say.
+func umask() fs.FileMode {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range bytes.Lines(b) {
+			if v, ok := bytes.CutPrefix(line, []byte("Umask:")); ok {
+				if m, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 32); err == nil {
+					return fs.FileMode(m) & fs.ModePerm
+				}
+			}
+		}
+	}
+	return 0o022
+}
 
 // fileSystem is what Write does to the disk: the seam through which tests
 // inject faults (ENOSPC, a crash between two steps) and watch the order of

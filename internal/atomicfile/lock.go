@@ -182,10 +182,12 @@ func unsupported(err error) bool {
 		errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)
 }
 
-// removeStale removes the temporary files of path (".<name>.tmp<digits>",
-// see replace) that a writer killed between creating and renaming one left
-// behind. It must run under path's exclusive lock: writers create their
-// temporary file only while holding it, so one seen then belongs to a
+// removeStale removes the temporary files of path that a writer killed
+// between creating and renaming one left behind: regular files named as
+// replace names them (".<name>.flock-tmp<digits>") and owned by this
+// process's user, never another program's ".<name>.tmp123" or another
+// user's file. It must run under path's exclusive lock: writers create
+// their temporary file only while holding it, so one seen then belongs to a
 // writer that is gone. Best effort: a file that cannot be removed stays.
 func (w writer) removeStale(path string) {
 	dir, base := filepath.Split(path)
@@ -196,11 +198,20 @@ func (w writer) removeStale(path string) {
 	if err != nil {
 		return
 	}
-	prefix := "." + base + ".tmp"
+	prefix := "." + base + tempInfix
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if ok && rest != "" && strings.Trim(rest, "0123456789") == "" && e.Type().IsRegular() {
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && owned(fi) {
 			_ = w.fs.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// owned reports whether this process's effective user owns fi.
+func owned(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

@@ -116,7 +116,7 @@ func TestInsideSinksOnFullDisk(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(dir)
 			for _, e := range entries {
-				if strings.Contains(e.Name(), ".tmp") {
+				if strings.Contains(e.Name(), "tmp") {
 					t.Errorf("temporary file left: %s", e.Name())
 				}
 			}
