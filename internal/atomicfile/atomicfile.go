@@ -173,7 +173,9 @@ func fallback(err error) bool {
 // replace writes data to a temporary file next to path, fsyncs it, renames it
 // over path and fsyncs the directory. The temporary file is removed on error.
 // The new file gets the mode bits of the file it replaces, setuid, setgid and
-// sticky included, or perm without the umask's bits when there was none.
+// sticky included, its owner when running as root, and its extended
+// attributes (copyXattrs), or perm without the umask's bits when there was
+// none.
 func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -190,19 +192,22 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 			_ = w.fs.Remove(tmp)
 		}
 	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	// After the write, which clears setuid and setgid for a writer without
+	// CAP_FSETID, and the chown, which clears them always.
 	if fi, statErr := os.Lstat(path); statErr == nil {
 		perm = fi.Mode() & modeBits // setuid, setgid and sticky too
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
-			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner (before the chmod, which chown would undo for setuid/setgid)
+			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner
 		}
+		copyXattrs(path, f)
 	} else {
 		perm = perm.Perm() &^ umask() // as open(2) would create it
 	}
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
@@ -244,6 +249,9 @@ func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
 	if err := checkRegular(path, fi); err != nil {
+		return err
+	}
+	if err := checkLinks(path, fi); err != nil {
 		return err
 	}
 	size := fi.Size()

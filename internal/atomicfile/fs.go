@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // modeBits are the bits of a file's mode that a replace keeps.
@@ -75,3 +77,38 @@ func (osFS) CreateTemp(dir, pattern string) (file, error) {
 
 func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error             { return os.Remove(name) }
+
+// copyXattrs copies the extended attributes of the file at from (user.*,
+// ACLs, security labels) to to, best effort: one that the process may not
+// set (trusted.* without CAP_SYS_ADMIN, a label the policy forbids) or the
+// file system does not take is dropped.
+func copyXattrs(from string, to file) {
+	names, err := xattr(func(b []byte) (int, error) { return unix.Llistxattr(from, b) })
+	if err != nil {
+		return
+	}
+	for name := range bytes.SplitSeq(names, []byte{0}) {
+		if len(name) == 0 {
+			continue
+		}
+		value, err := xattr(func(b []byte) (int, error) { return unix.Lgetxattr(from, string(name), b) })
+		if err == nil {
+			_ = unix.Fsetxattr(int(to.Fd()), string(name), value, 0)
+		}
+	}
+}
+
+// xattr calls get, an xattr call that returns the size needed when given
+// no buffer, with a buffer of that size.
+func xattr(get func([]byte) (int, error)) ([]byte, error) {
+	n, err := get(nil)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	b := make([]byte, n)
+	n, err = get(b)
+	if err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}

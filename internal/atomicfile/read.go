@@ -49,7 +49,8 @@ func ReadRegular(ctx context.Context, path string) ([]byte, error) {
 // ReadTarget reads path as Update does, but without its lock: for a cheap
 // check that the content is still there (the hosts file's keep loop).
 // Anything but a regular file, a symbolic link included, fails with
-// ErrNotRegular, a file larger than MaxSize with ErrTooLarge.
+// ErrNotRegular, a file with another name with ErrHardLinked, a file larger
+// than MaxSize with ErrTooLarge.
 func ReadTarget(ctx context.Context, path string) ([]byte, error) {
 	return read(ctx, path, false, MaxSize)
 }
@@ -79,6 +80,11 @@ func read(ctx context.Context, path string, follow bool, limit int64) ([]byte, e
 	}
 	if err := checkRegular(path, fi); err != nil {
 		return nil, err
+	}
+	if !follow {
+		if err := checkLinks(path, fi); err != nil {
+			return nil, err
+		}
 	}
 	return readCapped(ctx, f, path, fi.Size(), limit)
 }
@@ -146,4 +152,19 @@ func kind(m fs.FileMode) string {
 		return "directory"
 	}
 	return "special file"
+}
+
+// ErrHardLinked is wrapped by the error for a target with more than one
+// name (hard link): a replace would leave the other names with the old
+// content, and a rewrite in place would write through a name that someone
+// else may have made, as a symbolic link would.
+var ErrHardLinked = errors.New("more than one hard link")
+
+// checkLinks fails with ErrHardLinked naming path unless fi, a target, has
+// one name.
+func checkLinks(path string, fi fs.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%s has %d names: %w (give the file one name)", path, st.Nlink, ErrHardLinked)
+	}
+	return nil
 }
