@@ -20,7 +20,8 @@
 // must be a regular file or not exist: a symbolic link at the path is never
 // followed (O_NOFOLLOW, after an lstat), a FIFO or device is never opened
 // for reading, and temporary files are made only in the target's
-// directory; anything else fails with ErrNotRegular.
+// directory; anything else fails with ErrNotRegular, and a target with a
+// second name (a hard link) with ErrHardLinked.
 package atomicfile
 
 import (
@@ -114,10 +115,11 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 // Write writes data to path with the given mode unless the file already holds
 // exactly data, and reports what it did, without the cap of MaxSize (it
 // writes build artefacts). path must be a regular file or not exist: a
-// symbolic link is not followed and anything but a regular file is refused
-// (ErrNotRegular). perm, less the umask, applies to a newly created file;
-// an existing file keeps its mode bits, setuid, setgid and sticky included
-// (and, when running as root, its owner).
+// symbolic link is not followed, anything but a regular file is refused
+// (ErrNotRegular), and so is a file with another name (ErrHardLinked).
+// perm, less the umask, applies to a newly created file; an existing file
+// keeps its mode bits, setuid, setgid and sticky included, its extended
+// attributes and, when running as root, its owner.
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
 	return writer{fs: osFS{}, limit: noLimit}.write(context.Background(), path, data, perm, mode)
 }
