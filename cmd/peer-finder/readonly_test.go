@@ -42,7 +42,7 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 	}{
 		{"hosts-file-in-place", "hosts", []string{"-hosts-write-mode=in-place"}, "127.0.0.1\tlocalhost\n", false, "web-1"},
 		{"hosts-file-replace", "hosts", []string{"-hosts-write-mode=replace"}, "127.0.0.1\tlocalhost\n", false, "web-1"},
-		{"json-file", "peers.json", nil, `{"previous": true}` + "\n", true, `"web-1`},
+		{"json-file", "peers.json", nil, `{"version":1,"self":"web-0.` + svc + `","generation":1,"peers":[]}` + "\n", true, `"web-1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dns := dnstest.New(t)

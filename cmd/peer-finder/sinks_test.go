@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -163,21 +162,7 @@ func TestLockedHostsFileDoesNotBlockLaterSinks(t *testing.T) {
 	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0",
 		"-on-change="+recorder(t, runDir, "on-change", false))...)
 	waitRuns(t, runDir, 1)
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink failing") })
-	log := p.stderr.String()
-	failing := lineWith(log, "sink failing")
-	if !strings.Contains(failing, "sink=hosts-file") || !strings.Contains(failing, hosts) || !strings.Contains(failing, "held by another writer") {
-		t.Errorf("the failing record does not name the sink, %s and the lock:\n%s", hosts, failing)
-	}
-	addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
-	if addr == nil {
-		t.Fatalf("no metrics address in:\n%s", log)
-	}
-	ready := httpGet(t, "http://"+addr[1]+"/readyz")
-	t.Logf("log: %s\n/readyz: %s", failing, ready)
-	if !strings.Contains(ready, "sink hosts-file failing") || !strings.Contains(ready, hosts) {
-		t.Errorf("/readyz does not name the failing sink and %s:\n%s", hosts, ready)
-	}
+	assertSinkFailing(t, p, "hosts-file", hosts, "held by another writer")
 	if b, _ := os.ReadFile(hosts); string(b) != "127.0.0.1\tlocalhost\n" {
 		t.Errorf("the locked file was written:\n%s", b)
 	}

@@ -14,10 +14,20 @@
 // fsync. In-place mode is therefore meant for line-oriented text (hosts
 // files, JSON), where trailing blank lines are harmless even if the process
 // dies between two steps.
+//
+// The target's directory may be shared with writers that are not trusted
+// (an emptyDir, a hostPath); the path up to it is trusted. So the target
+// must be a regular file or not exist: a symbolic link at the path is never
+// followed (O_NOFOLLOW, after an lstat), a FIFO or device is never opened
+// for reading, and temporary files are made only in the target's
+// directory; anything else fails with ErrNotRegular, and a target with a
+// second name (a hard link) with ErrHardLinked.
 package atomicfile
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -95,41 +105,47 @@ func (r Result) String() string {
 }
 
 // WriteFile writes data to path in Auto mode unless the file already holds
-// exactly data. perm applies to a newly created file; an existing file keeps
-// its mode.
+// exactly data. perm, less the umask, applies to a newly created file; an
+// existing file keeps its mode.
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	_, err := Write(path, data, perm, Auto)
 	return err
 }
 
 // Write writes data to path with the given mode unless the file already holds
-// exactly data, and reports what it did. A symbolic link at path is followed:
-// its target is written, the link stays. perm applies to a newly created file;
-// an existing file keeps its mode (and, when running as root, its owner).
+// exactly data, and reports what it did, without the cap of MaxSize (it
+// writes build artefacts). path must be a regular file or not exist: a
+// symbolic link is not followed, anything but a regular file is refused
+// (ErrNotRegular), and so is a file with another name (ErrHardLinked).
+// perm, less the umask, applies to a newly created file; an existing file
+// keeps its mode bits, setuid, setgid and sticky included, its extended
+// attributes and, when running as root, its owner.
 func Write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
-	return std.write(path, data, perm, mode)
+	return writer{fs: osFS{}, limit: noLimit}.write(context.Background(), path, data, perm, mode)
 }
 
 // writer performs the writes through fs, the seam for fault injection.
 type writer struct {
 	fs       fileSystem
 	lockWait time.Duration // the bound of a wait for a lock; LockWait when zero
+	limit    int64         // the most read or written; MaxSize when zero
 }
 
 // std writes to the real file system.
 var std = writer{fs: osFS{}}
 
-func (w writer) write(path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
+func (w writer) write(ctx context.Context, path string, data []byte, perm fs.FileMode, mode Mode) (Result, error) {
+	limit := cmp.Or(w.limit, MaxSize)
+	if int64(len(data)) > limit {
+		return Unchanged, fmt.Errorf("write %s: %d bytes: %w", path, len(data), ErrTooLarge)
 	}
-	old, err := os.ReadFile(path)
+	old, err := read(ctx, path, false, limit)
 	exists := err == nil
 	switch {
 	case exists && bytes.Equal(old, data):
 		return Unchanged, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+		return Unchanged, err
 	}
 	if mode == InPlace {
 		return Rewritten, w.rewrite(path, data, perm)
@@ -158,12 +174,16 @@ func fallback(err error) bool {
 
 // replace writes data to a temporary file next to path, fsyncs it, renames it
 // over path and fsyncs the directory. The temporary file is removed on error.
+// The new file gets the mode bits of the file it replaces, setuid, setgid and
+// sticky included, its owner when running as root, and its extended
+// attributes (copyXattrs), or perm without the umask's bits when there was
+// none.
 func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := w.fs.CreateTemp(dir, "."+base+".tmp*")
+	f, err := w.fs.CreateTemp(dir, "."+base+tempInfix+"*")
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
@@ -174,17 +194,22 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 			_ = w.fs.Remove(tmp)
 		}
 	}()
-	if fi, statErr := os.Stat(path); statErr == nil {
-		perm = fi.Mode().Perm()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	// After the write, which clears setuid and setgid for a writer without
+	// CAP_FSETID, and the chown, which clears them always.
+	if fi, statErr := os.Lstat(path); statErr == nil {
+		perm = fi.Mode() & modeBits // setuid, setgid and sticky too
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
 			_ = f.Chown(int(st.Uid), int(st.Gid)) // best effort: keep the owner
 		}
+		copyXattrs(path, f)
+	} else {
+		perm = perm.Perm() &^ umask() // as open(2) would create it
 	}
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
@@ -216,14 +241,20 @@ func (w writer) replace(path string, data []byte, perm fs.FileMode) (err error) 
 // A process that dies between two steps leaves the old or the new content
 // followed by blank lines.
 func (w writer) rewrite(path string, data []byte, perm fs.FileMode) error {
-	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, perm)
 	if err != nil {
-		return fmt.Errorf("open %s for in-place rewrite: %w", path, err)
+		return openError("open for in-place rewrite", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := checkRegular(path, fi); err != nil {
+		return err
+	}
+	if err := checkLinks(path, fi); err != nil {
+		return err
 	}
 	size := fi.Size()
 	if grow := int64(len(data)) - size; grow > 0 {

@@ -59,25 +59,6 @@ func TestWriteReplaceAndSkip(t *testing.T) {
 	assertNoTemp(t, dir)
 }
 
-func TestWriteFollowsSymlink(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "real")
-	link := filepath.Join(dir, "link")
-	if err := os.WriteFile(target, []byte("old\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("real", link); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(link, []byte("new\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Fatalf("link replaced by a regular file (err %v)", err)
-	}
-	assertFile(t, target, "new\n")
-}
-
 func TestInPlaceShrinkAndGrow(t *testing.T) {
 	for _, tc := range []struct{ name, old, new string }{
 		{"shrink", "1.1.1.1\tlong-name-0\n2.2.2.2\tlong-name-1\n", "3.3.3.3\tx\n"},
@@ -253,7 +234,7 @@ func assertNoTemp(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp") {
+		if strings.Contains(e.Name(), "tmp") {
 			t.Errorf("temporary file left behind: %s", e.Name())
 		}
 	}

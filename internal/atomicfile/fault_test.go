@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -168,7 +169,7 @@ func TestDiskFullSeam(t *testing.T) {
 				t.Fatal(err)
 			}
 			ffs := &faultFS{full: true, dirty: map[string]bool{}}
-			_, err := writer{fs: ffs}.write(path, []byte(grown), 0o644, mode)
+			_, err := writer{fs: ffs}.write(context.Background(), path, []byte(grown), 0o644, mode)
 			if !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("write on a full disk: err = %v, want ENOSPC (steps %q)", err, ffs.log)
 			}
@@ -196,7 +197,7 @@ func TestCrashBetweenSteps(t *testing.T) {
 						t.Fatal(err)
 					}
 					ffs := &faultFS{crashAt: crashAt, dirty: map[string]bool{}}
-					_, err := writer{fs: ffs}.write(path, []byte(dir.to), 0o644, mode)
+					_, err := writer{fs: ffs}.write(context.Background(), path, []byte(dir.to), 0o644, mode)
 					for _, p := range ffs.problems {
 						t.Errorf("crash at step %d: %s (steps %q)", crashAt, p, ffs.log)
 					}

@@ -34,9 +34,6 @@ func Update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn fu
 }
 
 func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode Mode, fn func([]byte) ([]byte, error)) (Result, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
 	unlock, held, err := w.lock(ctx, path, syscall.LOCK_EX)
 	if err != nil {
 		return Unchanged, err
@@ -45,29 +42,28 @@ func (w writer) update(ctx context.Context, path string, perm fs.FileMode, mode 
 	if held {
 		w.removeStale(path)
 	}
-	current, err := os.ReadFile(path)
+	current, err := read(ctx, path, false, cmp.Or(w.limit, MaxSize))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Unchanged, fmt.Errorf("read %s: %w", path, err)
+		return Unchanged, err
 	}
 	data, err := fn(current)
 	if err != nil {
 		return Unchanged, err
 	}
-	return w.write(path, data, perm, mode)
+	return w.write(ctx, path, data, perm, mode)
 }
 
 // ReadFile reads path under a shared lock, so it never sees an in-place
-// rewrite by Update half done. It waits for the lock as Update does.
+// rewrite by Update half done. It waits for the lock as Update does. Like
+// Update it reads only a regular file (ErrNotRegular) of at most MaxSize
+// bytes (ErrTooLarge).
 func ReadFile(ctx context.Context, path string) ([]byte, error) {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
 	unlock, _, err := std.lock(ctx, path, syscall.LOCK_SH)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	return os.ReadFile(path)
+	return ReadTarget(ctx, path)
 }
 
 // LockWait bounds the wait for a file's lock in Update and ReadFile. Writers
@@ -111,18 +107,35 @@ func (w writer) lock(ctx context.Context, path string, how int) (unlock func(), 
 
 // openForLock opens path for locking: read-write where allowed (NFS needs a
 // writable descriptor for an exclusive lock), else read-only; its directory
-// when path does not exist.
+// when path does not exist. Anything but a regular file fails with
+// ErrNotRegular, checked before the open (a device is never opened) and
+// after it.
 func (w writer) openForLock(path string) (f file, missing bool, err error) {
-	f, err = w.fs.OpenFile(path, os.O_RDWR, 0)
+	if fi, err := os.Lstat(path); err == nil {
+		if err := checkRegular(path, fi); err != nil {
+			return nil, false, err
+		}
+	}
+	f, err = w.fs.OpenFile(path, os.O_RDWR|openFlags, 0)
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		f, err = w.fs.OpenFile(path, os.O_RDONLY, 0)
+		f, err = w.fs.OpenFile(path, os.O_RDONLY|openFlags, 0)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err = w.fs.OpenFile(filepath.Dir(path), os.O_RDONLY, 0)
 		missing = true
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("open %s to lock it: %w", path, err)
+		return nil, false, openError("open to lock", path, err)
+	}
+	if !missing {
+		fi, err := f.Stat()
+		if err == nil {
+			err = checkRegular(path, fi)
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, false, err
+		}
 	}
 	return f, missing, nil
 }
@@ -130,7 +143,7 @@ func (w writer) openForLock(path string) (f file, missing bool, err error) {
 // lockedIsCurrent reports whether the locked f is still what path names: the
 // same inode, or, when the directory was locked, still no file.
 func lockedIsCurrent(f file, path string, missing bool) bool {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if missing {
 		return errors.Is(err, fs.ErrNotExist)
 	}
@@ -169,10 +182,12 @@ func unsupported(err error) bool {
 		errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL)
 }
 
-// removeStale removes the temporary files of path (".<name>.tmp<digits>",
-// see replace) that a writer killed between creating and renaming one left
-// behind. It must run under path's exclusive lock: writers create their
-// temporary file only while holding it, so one seen then belongs to a
+// removeStale removes the temporary files of path that a writer killed
+// between creating and renaming one left behind: regular files named as
+// replace names them (".<name>.flock-tmp<digits>") and owned by this
+// process's user, never another program's ".<name>.tmp123" or another
+// user's file. It must run under path's exclusive lock: writers create
+// their temporary file only while holding it, so one seen then belongs to a
 // writer that is gone. Best effort: a file that cannot be removed stays.
 func (w writer) removeStale(path string) {
 	dir, base := filepath.Split(path)
@@ -183,11 +198,20 @@ func (w writer) removeStale(path string) {
 	if err != nil {
 		return
 	}
-	prefix := "." + base + ".tmp"
+	prefix := "." + base + tempInfix
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if ok && rest != "" && strings.Trim(rest, "0123456789") == "" && e.Type().IsRegular() {
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && owned(fi) {
 			_ = w.fs.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// owned reports whether this process's effective user owns fi.
+func owned(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

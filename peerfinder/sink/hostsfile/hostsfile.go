@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -214,7 +213,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		if block == nil {
 			continue // nothing written yet
 		}
-		if cur, err := os.ReadFile(s.opts.Path); err == nil && bytes.Contains(cur, block) {
+		if cur, err := atomicfile.ReadTarget(ctx, s.opts.Path); err == nil && bytes.Contains(cur, block) {
 			continue
 		}
 		res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {

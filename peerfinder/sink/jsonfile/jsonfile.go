@@ -1,6 +1,8 @@
 // Package jsonfile implements the JSON file sink: the whole peer set as a
 // versioned sink.Document (the same document hooks get on stdin with
-// -format=json), written atomically.
+// -format=json), written atomically. It replaces only what it could have
+// written (Replaceable): an existing file that is not a peer document is
+// left alone and Apply fails naming it.
 //
 // Unchanged content is not rewritten, so file watchers wake only for real
 // changes. The document's generation is deliberately not part of "content":
@@ -72,6 +74,9 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 		return fmt.Errorf("json file: %w", err)
 	}
 	res, err := atomicfile.Update(ctx, s.opts.Path, s.opts.Perm, s.opts.WriteMode, func(current []byte) ([]byte, error) {
+		if !Replaceable(current) {
+			return nil, fmt.Errorf("refusing to replace %s: not a peer document (written by someone else, or -json-file names another file)", s.opts.Path)
+		}
 		if SameContent(current, out) {
 			return current, nil // keep the generation the content was first written at
 		}
@@ -82,6 +87,24 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	}
 	s.log.Debug("json file applied", "result", res, "generation", d.Generation, "peers", d.Set.Len())
 	return nil
+}
+
+// Replaceable reports whether content is a file the sink may replace: empty
+// or blank (created beforehand, or an in-place rewrite's padding), or a peer
+// document of any version (a JSON object with version, self and peers).
+// Anything else was not written by a JSON file sink: a hosts file given to
+// -json-file, a co-tenant's file. It is pure.
+func Replaceable(content []byte) bool {
+	if len(bytes.TrimSpace(content)) == 0 {
+		return true
+	}
+	var doc struct {
+		Version *int            `json:"version"`
+		Self    *string         `json:"self"`
+		Peers   json.RawMessage `json:"peers"`
+	}
+	return json.Unmarshal(content, &doc) == nil && doc.Version != nil && doc.Self != nil &&
+		bytes.HasPrefix(bytes.TrimSpace(doc.Peers), []byte("["))
 }
 
 // SameContent reports whether two encoded documents hold the same content

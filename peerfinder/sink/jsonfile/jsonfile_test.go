@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -81,6 +82,54 @@ func TestSameContent(t *testing.T) {
 		if got := SameContent(tc.old, tc.new); got != tc.want {
 			t.Errorf("%s: SameContent = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestApplyRefusesFileThatIsNotADocument: the sink replaces only a file
+// that it could have written, a peer document (of any version) or an empty
+// file; anything else at the path (a hosts file given to -json-file, a
+// shadow-like file, other JSON) is left whole and Apply fails naming it
+// (issue 36 #7 and #12: -json-file at an existing hosts file replaced it
+// silently).
+func TestApplyRefusesFileThatIsNotADocument(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		refused       bool
+	}{
+		{"hosts file", "127.0.0.1\tlocalhost\n10.0.0.1\tdb-0\n", true},
+		{"shadow-like", "root:$6$salt$hash:19000:0:99999:7:::\n", true},
+		{"other JSON object", `{"previous": true}` + "\n", true},
+		{"JSON array", `[{"version":1}]`, true},
+		{"document without peers", `{"version":1,"self":"web-0.web.ns.svc.cluster.local"}`, true},
+		{"empty", "", false},
+		{"blank lines (an in-place rewrite's padding)", "\n\n", false},
+		{"document of another version", `{"version":99,"self":"web-0.web.ns.svc.cluster.local","generation":4,"peers":[]}`, false},
+		{"document padded in place", `{"version":1,"self":"web-0.web.ns.svc.cluster.local","generation":4,"peers":[]}` + "\n\n\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "peers.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(Options{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Apply(context.Background(), delivery(1, "10.0.0.1"))
+			b, _ := os.ReadFile(path)
+			if !tc.refused {
+				if err != nil || read(t, path).Generation != 1 {
+					t.Errorf("Apply over %q = %v, file %q; want the document written", tc.content, err, b)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a peer document") {
+				t.Errorf("Apply over %q = %v; want an error naming %s as not a peer document", tc.content, err, path)
+			}
+			if string(b) != tc.content {
+				t.Errorf("the file now holds %q, want %q untouched", b, tc.content)
+			}
+		})
 	}
 }
 

@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
@@ -70,8 +70,8 @@ func (s Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 		period = time.Duration(1<<63 - 1) // a fixed list never changes
 	}
 	return source.Poll{
-		Lookup: func(context.Context, peer.Set) (peer.Set, error) {
-			set, rejected, err := s.lookup()
+		Lookup: func(ctx context.Context, _ peer.Set) (peer.Set, error) {
+			set, rejected, err := s.lookup(ctx)
 			if err == nil {
 				rejects.Log(log, "static file names entries that are not members of the service; not delivered", s.File, rejected)
 			}
@@ -85,8 +85,8 @@ func (s Source) Run(ctx context.Context, up chan<- []peer.Peer) error {
 }
 
 // Lookup implements source.Lookuper.
-func (s Source) Lookup(context.Context) ([]peer.Peer, error) {
-	set, _, err := s.lookup()
+func (s Source) Lookup(ctx context.Context) ([]peer.Peer, error) {
+	set, _, err := s.lookup(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -94,15 +94,17 @@ func (s Source) Lookup(context.Context) ([]peer.Peer, error) {
 }
 
 // lookup returns Peers, or the members named in File and the entries it
-// dropped, sorted.
-func (s Source) lookup() (peer.Set, []source.Rejected, error) {
+// dropped, sorted. File must be a regular file (a link to one is followed,
+// as in a ConfigMap volume) of at most atomicfile.MaxSize bytes: a FIFO
+// would block the read and /dev/zero never ends.
+func (s Source) lookup(ctx context.Context) (peer.Set, []source.Rejected, error) {
 	if s.File == "" {
 		return peer.NewSet(s.Peers...), nil, nil
 	}
 	if err := s.check(); err != nil {
 		return peer.Set{}, nil, err
 	}
-	b, err := os.ReadFile(s.File)
+	b, err := atomicfile.ReadRegular(ctx, s.File)
 	if err != nil {
 		return peer.Set{}, nil, fmt.Errorf("static source: %w", err)
 	}

@@ -1,17 +1,21 @@
 package static
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -115,5 +119,58 @@ func TestFileAppliesMemberRules(t *testing.T) {
 	want := []string{"10-1-2-3." + svc + " 10-1-2-3 -1", "web-0." + svc + " web-0 0", "web-1." + svc + " web-1 1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Lookup = %q, want %q", got, want)
+	}
+}
+
+// A -static-file that is a FIFO or a device, or larger than
+// atomicfile.MaxSize, is a failed read (issue 36 #8, #9): Lookup returns an
+// error at once instead of blocking in open (a FIFO) or reading until the
+// process runs out of memory (/dev/zero), Run sends nothing and returns as
+// soon as it is cancelled (SIGTERM), and a good file is read again after.
+func TestFileNotRegularOrTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string)
+		want error
+	}{
+		{"fifo", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, atomicfile.ErrNotRegular},
+		{"dev-zero", func(t *testing.T, path string) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to make a device node")
+			}
+			if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, 1<<8|5); err != nil { // 1:5, /dev/zero
+				t.Skipf("mknod: %v", err)
+			}
+		}, atomicfile.ErrNotRegular},
+		{"too-large", func(t *testing.T, path string) {
+			big := append([]byte("web-0.svc\n"), bytes.Repeat([]byte("# padding\n"), atomicfile.MaxSize/10)...)
+			if err := os.WriteFile(path, big, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, atomicfile.ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "peers")
+			tc.make(t, path)
+			done := make(chan error, 1)
+			go func() {
+				_, err := Source{File: path, Service: "svc"}.Lookup(context.Background())
+				done <- err
+			}()
+			if err := await.Recv(t, done, "Lookup of a %s to return", tc.name); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("Lookup = %v; want an error wrapping %q naming %s", err, tc.want, path)
+			}
+			up := start(t, Source{File: path, Service: "svc", Period: 5 * time.Millisecond})
+			select {
+			case got := <-up:
+				t.Errorf("sent %v from a %s", fqdns(got), tc.name)
+			case <-time.After(50 * time.Millisecond):
+			}
+			// start's cleanup cancels Run and waits for it to return.
+		})
 	}
 }
