@@ -24,6 +24,7 @@ package hostsfile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,8 @@ type Sink struct {
 
 	mu    sync.Mutex
 	block []byte // the block of the newest Apply, which Run restores
+
+	warned map[string]string // by kind, what Apply last warned about (Apply is never concurrent)
 }
 
 // IncompleteError says which expected names have no address yet; the
@@ -156,7 +159,15 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 		s.log.Warn("hosts file: peers skipped", "count", len(plan.Rejected), "rejected", plan.Rejected)
 	}
 	if len(plan.Shadowed) > 0 {
-		s.log.Info("hosts file: duplicate names, one peer kept per name", "shadowed", plan.Shadowed)
+		s.log.Debug("hosts file: duplicate names, one peer kept per name", "shadowed", plan.Shadowed)
+	}
+	if s.changed("collisions", fmt.Sprint(plan.Collisions)) && len(plan.Collisions) > 0 {
+		s.log.Warn("hosts file: several peers get one host name, one line written per name",
+			"name_template", cmp.Or(s.opts.NameTemplate, DefaultNameTemplate), "collisions", plan.Collisions)
+	}
+	if s.changed("family", strings.Join(plan.WrongFamily, ",")) && len(plan.WrongFamily) > 0 {
+		s.log.Warn("hosts file: peers without an address of the chosen family get no line",
+			"ip_family", s.opts.Family.String(), "count", len(plan.WrongFamily), "peers", plan.WrongFamily)
 	}
 	// Read, render and write under the file's lock: other peer-finders may
 	// own other blocks of the same file.
@@ -180,6 +191,19 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	}
 	s.log.Debug("hosts file applied", "result", res, "entries", len(plan.Entries), "pending", len(plan.Pending), "generation", d.Generation)
 	return nil
+}
+
+// changed records what Apply is about to warn about under kind and
+// reports whether it differs from the last time, so each warning comes
+// once per change rather than once per Apply (retries, other sinks'
+// changes).
+func (s *Sink) changed(kind, what string) bool {
+	if s.warned == nil {
+		s.warned = map[string]string{}
+	}
+	old := s.warned[kind]
+	s.warned[kind] = what
+	return old != what
 }
 
 // Preview implements sink.Previewer: the held set is written like Apply
