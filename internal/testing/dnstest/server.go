@@ -60,6 +60,10 @@ type Behaviour struct {
 	QuestionClass uint16
 	// AnswerClass, when set, is the class of every answer record.
 	AnswerClass uint16
+	// IgnoreUDPSize sends UDP answers whole, TC clear, however much larger
+	// than the EDNS0 size the query advertised (up to 64 KiB), as a broken
+	// server or middlebox does.
+	IgnoreUDPSize bool
 }
 
 // forge applies b's hostile fields to resp.
@@ -289,6 +293,9 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	b.forge(resp)
+	if b.IgnoreUDPSize {
+		size = dns.MaxMsgSize
+	}
 	resp.Truncate(size)
 	_ = w.WriteMsg(resp)
 }

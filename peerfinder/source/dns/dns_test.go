@@ -631,3 +631,26 @@ func TestRunKeepsIPsOfPeersWithoutGlue(t *testing.T) {
 		t.Fatalf("after adding a peer without glue: %+v", sent)
 	}
 }
+
+// TestLookupOversizeUDPAnswerRetriedOverTCP: a server that sends a UDP
+// answer larger than the EDNS0 size the query advertised, without TC (a
+// broken server or middlebox), is asked again over TCP, not failed as
+// malformed for good; it is asked over TCP first from then on.
+func TestLookupOversizeUDPAnswerRetriedOverTCP(t *testing.T) {
+	s := dnstest.New(t)
+	s.Peers(svc, "web", 200, 80) // about 10 KB with glue
+	s.SetBehaviour(svc, dnstest.Behaviour{IgnoreUDPSize: true})
+	src, err := New(Config{Name: svc, Servers: []string{s.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		got, err := src.Lookup(context.Background())
+		if err != nil || len(got) != 200 {
+			t.Fatalf("lookup %d: got %d peers, err %v; want 200", i, len(got), err)
+		}
+	}
+	if u, c := s.Queries("udp"), s.Queries("tcp"); u != 1 || c != 2 {
+		t.Errorf("queries udp %d tcp %d, want 1 and 2 (TCP first after the oversize answer)", u, c)
+	}
+}
