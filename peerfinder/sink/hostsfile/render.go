@@ -199,6 +199,21 @@ func Block(id string, plan Plan) []byte {
 	return b.Bytes()
 }
 
+// writerPrefix starts the comment line that names a block's writer.
+const writerPrefix = "# written by "
+
+// withWriter returns block with a line naming writer after its begin
+// marker; block itself when writer is empty. Readers skip the line as a
+// comment, so older readers and writers keep working with the block.
+func withWriter(block []byte, writer string) []byte {
+	if writer == "" {
+		return block
+	}
+	writer = strings.Join(strings.Fields(writer), " ") // one line
+	i := bytes.IndexByte(block, '\n') + 1
+	return slices.Concat(block[:i], []byte(writerPrefix+writer+"\n"), block[i:])
+}
+
 // Render returns current with the managed block for id replaced by block;
 // every byte outside the block is kept. When current has no block, the block
 // is appended (after a newline if current does not end with one). Further
@@ -250,4 +265,30 @@ func Render(current []byte, id string, block []byte) ([]byte, error) {
 	}
 	out.Write(current[prev:])
 	return out.Bytes(), nil
+}
+
+// blockBody returns the lines of the first complete block for id in
+// content, each trimmed and ending in "\n", without its markers and the
+// line naming its writer, and that writer ("" when none is recorded): what
+// tells two blocks' sets apart, whoever wrote them. ok is false when there
+// is no complete block.
+func blockBody(content []byte, id string) (body []byte, writer string, ok bool) {
+	begin, end := Markers(id)
+	in, first := false, false
+	for raw := range bytes.Lines(content) {
+		line := strings.TrimSpace(string(raw))
+		switch {
+		case !in:
+			in, first = line == begin, true
+			continue
+		case line == end:
+			return body, writer, true
+		case first && strings.HasPrefix(line, writerPrefix):
+			writer = strings.TrimPrefix(line, writerPrefix)
+		default:
+			body = append(append(body, line...), '\n')
+		}
+		first = false
+	}
+	return nil, "", false
 }
