@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flockd/flock/peerfinder/sink"
 )
 
 // serverLimits bound what the clients of the metrics and health server can
@@ -71,6 +73,13 @@ func serveOn(ln net.Listener, p *pipeline, limits serverLimits, log *slog.Logger
 				fmt.Fprintf(w, "sink %s failing (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
 			case s.Pending:
 				fmt.Fprintf(w, "sink %s waiting (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
+			}
+		}
+		for _, s := range p.sinks {
+			if wr, ok := s.Sink.(sink.Warner); ok {
+				for _, warning := range wr.Warnings() {
+					fmt.Fprintf(w, "sink %s warning: %s\n", s.Name, warning)
+				}
 			}
 		}
 	})

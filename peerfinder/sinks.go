@@ -1,8 +1,10 @@
 package peerfinder
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +23,7 @@ import (
 // then the exec'd main process, so each sees what the ones before it wrote.
 // With -wait-for-all it also returns the expected-names gate for
 // membership (the hosts file's names without an address).
-func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, func(peer.Set) []string, error) {
+func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) ([]engine.NamedSink, func(peer.Set) []string, error) {
 	var sinks []engine.NamedSink
 	var missing func(peer.Set) []string
 	s := cfg.Sinks
@@ -29,7 +31,9 @@ func buildSinks(cfg *config.Config, log *slog.Logger, _ prometheus.Registerer, k
 		hf, err := hostsfile.New(hostsfile.Options{
 			Path: s.HostsFile, ID: s.HostsID, NameTemplate: s.NameTemplate, AliasTemplates: s.AliasTemplates,
 			IndexLabel: s.IndexLabel, Family: s.IPFamily, Expected: s.Expected, WriteMode: s.WriteMode,
-			WaitForAll: s.WaitForAll, Logger: log,
+			WaitForAll: s.WaitForAll, Logger: log, Metrics: hostsfile.NewMetrics(reg),
+			// Named in the block, so that another writer of it can say who.
+			Writer: fmt.Sprintf("%s pid %d", cmp.Or(cfg.Bootstrap.PodName, cfg.Hostname), os.Getpid()),
 		})
 		if err != nil {
 			return nil, nil, &config.UsageError{Flag: "hosts-file", Err: err}

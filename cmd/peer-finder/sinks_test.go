@@ -60,6 +60,7 @@ func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	b, _ := os.ReadFile(hosts)
+	b = regexp.MustCompile(`(?m)^# written by web-0 pid \d+\n`).ReplaceAll(b, nil) // the writer's line
 	want := "127.0.0.1\tlocalhost\n# BEGIN flock peer-finder web\n10.0.0.0\tweb-0\n10.0.0.1\tweb-1\n10.0.0.2\tweb-2\n# END flock peer-finder web\n"
 	if string(b) != want {
 		t.Errorf("hosts file:\n%s\nwant:\n%s", b, want)
@@ -177,4 +178,51 @@ func TestLockedHostsFileDoesNotBlockLaterSinks(t *testing.T) {
 		rs := runs(t, runDir)
 		return strings.Contains(rs[len(rs)-1].stdin, fqdn(2))
 	})
+}
+
+// TestTwoWritersOfOneHostsBlock: two peer-finders with the same -hosts-id
+// write one hosts file, each with another set (issue 36 #11: they restored
+// their blocks over each other forever, "block restored" at info level,
+// readers seeing the two sets in turn). Each warns once, naming the other
+// by the writer line of its block (pod or host name and pid), /readyz says
+// so, and flock_hosts_block_conflicts_total counts it.
+func TestTwoWritersOfOneHostsBlock(t *testing.T) {
+	dnsA, dnsB := dnstest.New(t), dnstest.New(t)
+	dnsA.Peers(svc, "web", 2, 80)
+	dnsB.Peers(svc, "web", 3, 80)
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, append(common(dnsA.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0")...)
+	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "web-1") })
+	b := start(t, append(common(dnsB.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0")...)
+	const warning = "rewritten by another writer with a different set"
+	await.Until(t, func() bool {
+		return strings.Contains(a.stderr.String(), warning) && strings.Contains(b.stderr.String(), warning)
+	}, "both writers to warn about the other")
+	for _, c := range []struct{ p, other *process }{{a, b}, {b, a}} {
+		log := c.p.stderr.String()
+		other := fmt.Sprintf("pid %d", c.other.cmd.Process.Pid)
+		if w := lineWith(log, warning); !strings.Contains(w, "level=WARN") || !strings.Contains(w, other) {
+			t.Errorf("the warning does not name the other writer (%s):\n%s", other, w)
+		}
+		addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
+		if addr == nil {
+			t.Fatalf("no metrics address in:\n%s", log)
+		}
+		if ready := httpGet(t, "http://"+addr[1]+"/readyz"); !strings.Contains(ready, "sink hosts-file warning") || !strings.Contains(ready, other) {
+			t.Errorf("/readyz does not show the conflict with %s:\n%s", other, ready)
+		}
+		if m := httpGet(t, "http://"+addr[1]+"/metrics"); !regexp.MustCompile(`(?m)^flock_hosts_block_conflicts_total [1-9]`).MatchString(m) {
+			t.Errorf("flock_hosts_block_conflicts_total is not counted:\n%s", lineWith(m, "flock_hosts_block_conflicts_total "))
+		}
+	}
+	// The file is never without a whole block, and restores are no longer
+	// logged at info level at every check.
+	for _, p := range []*process{a, b} {
+		if n := strings.Count(p.stderr.String(), "block restored"); n > 2 {
+			t.Errorf("%d restores logged:\n%s", n, p.stderr)
+		}
+	}
 }

@@ -67,6 +67,15 @@ type Runner interface {
 	Run(ctx context.Context) error
 }
 
+// Warner is an optional capability of a Sink whose Runner finds problems
+// that no Apply reports (a file's block rewritten by another writer):
+// Warnings returns the current ones, one line each, none when all is well.
+// It is safe for concurrent use. /readyz lists them; they do not make
+// peer-finder unready, since the set was delivered.
+type Warner interface {
+	Warnings() []string
+}
+
 // ErrStopped is the cause (context.Cause) of a Runner's context when
 // another part of the pipeline ended first. A runner that supervises
 // something outside stops it on this cause; any other cancellation comes

@@ -2,7 +2,7 @@
 //
 // The server listens on 127.0.0.1 with UDP and TCP on the same, randomly
 // chosen port, and answers from a zone that the test changes while it runs:
-// SRV, A and AAAA records per name, and a per-name Behaviour (an error rcode,
+// SRV, A, AAAA and CNAME records per name, and a per-name Behaviour (an error rcode,
 // a delay, no answer at all, malformed records mixed into a good answer, or
 // a hostile response: QR clear, another question echoed, another class).
 // It honours the EDNS0 UDP size of a query and sets TC when a UDP answer does
@@ -60,6 +60,10 @@ type Behaviour struct {
 	QuestionClass uint16
 	// AnswerClass, when set, is the class of every answer record.
 	AnswerClass uint16
+	// IgnoreUDPSize sends UDP answers whole, TC clear, however much larger
+	// than the EDNS0 size the query advertised (up to 64 KiB), as a broken
+	// server or middlebox does.
+	IgnoreUDPSize bool
 }
 
 // forge applies b's hostile fields to resp.
@@ -104,6 +108,7 @@ type Server struct {
 type entry struct {
 	srv       []*dns.SRV
 	a, aaaa   []net.IP
+	cname     string // with SetCNAME: an alias, its glue follows the chain
 	behaviour Behaviour
 }
 
@@ -200,6 +205,18 @@ func (s *Server) SetAAAA(name string, ips ...string) {
 	s.update(name, func(e *entry) { e.aaaa = parseIPs(ips, false) })
 }
 
+// SetCNAME makes name an alias of target ("" removes it). An SRV answer
+// whose target is an alias carries, as glue, the CNAME chain from it (at
+// most 8 links) and the addresses of the chain's end.
+func (s *Server) SetCNAME(name, target string) {
+	s.update(name, func(e *entry) {
+		e.cname = ""
+		if target != "" {
+			e.cname = canonical(target)
+		}
+	})
+}
+
 // SetBehaviour sets how queries for name are answered.
 func (s *Server) SetBehaviour(name string, b Behaviour) {
 	s.update(name, func(e *entry) { e.behaviour = b })
@@ -289,6 +306,9 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	b.forge(resp)
+	if b.IgnoreUDPSize {
+		size = dns.MaxMsgSize
+	}
 	resp.Truncate(size)
 	_ = w.WriteMsg(resp)
 }
@@ -335,9 +355,7 @@ func (s *Server) answer(req *dns.Msg, network string) (*dns.Msg, Behaviour, int)
 		for _, rr := range e.srv {
 			resp.Answer = append(resp.Answer, dns.Copy(rr))
 			if !s.noGlue {
-				if t := s.names[rr.Target]; t != nil {
-					resp.Extra = append(resp.Extra, addressRRs(rr.Target, t)...)
-				}
+				resp.Extra = append(resp.Extra, s.glue(rr.Target)...)
 			}
 		}
 		if e.behaviour.Junk {
@@ -356,6 +374,24 @@ func (s *Server) answer(req *dns.Msg, network string) (*dns.Msg, Behaviour, int)
 		}
 	}
 	return resp, e.behaviour, size
+}
+
+// glue returns the additional records for an SRV target: the CNAME chain
+// from it, if it is an alias, and the addresses of the chain's end.
+func (s *Server) glue(name string) []dns.RR {
+	var rrs []dns.RR
+	for range 8 {
+		e := s.names[name]
+		if e == nil {
+			return rrs
+		}
+		if e.cname == "" {
+			return append(rrs, addressRRs(name, e)...)
+		}
+		rrs = append(rrs, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: TTL}, Target: e.cname})
+		name = e.cname
+	}
+	return rrs
 }
 
 func addressRRs(name string, e *entry) []dns.RR {

@@ -23,7 +23,7 @@ func ReadBlock(content []byte, id string) ([]Entry, bool, error) {
 	var entries []Entry
 	in, found := false, false
 	for raw := range bytes.Lines(content) {
-		line := strings.TrimRight(string(raw), " \t\r\n")
+		line := strings.TrimSpace(string(raw))
 		switch {
 		case !in && line == begin:
 			if found {

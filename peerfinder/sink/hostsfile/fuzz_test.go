@@ -71,7 +71,7 @@ func blockOf(id, lines string) []byte {
 func countLines(content []byte, want string) int {
 	n := 0
 	for raw := range bytes.Lines(content) {
-		if strings.TrimRight(string(raw), " \t\r\n") == want {
+		if strings.TrimSpace(string(raw)) == want {
 			n++
 		}
 	}
@@ -84,7 +84,7 @@ func outside(content []byte, id string) []byte {
 	var out []byte
 	in := false
 	for raw := range bytes.Lines(content) {
-		line := strings.TrimRight(string(raw), " \t\r\n")
+		line := strings.TrimSpace(string(raw))
 		switch {
 		case !in && line == begin:
 			in = true

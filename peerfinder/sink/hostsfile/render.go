@@ -37,6 +37,23 @@ type Plan struct {
 	// Shadowed are peers skipped because another peer got the same name
 	// (e.g. a retried pod whose predecessor is still terminating).
 	Shadowed []Rejected
+	// Collisions are the names that several live (not terminating) peers
+	// got, a name template that does not tell them apart, sorted by name.
+	Collisions []Collision
+	// WrongFamily are the keys of peers with addresses, none of the chosen
+	// family (IPv6-only peers with IPv4), sorted; they get no line.
+	WrongFamily []string
+}
+
+// Collision is a host name that several live peers got; only Peers[0]'s
+// line is written.
+type Collision struct {
+	Name  string
+	Peers []string
+}
+
+func (c Collision) String() string {
+	return fmt.Sprintf("%s: %s written, %s left out", c.Name, c.Peers[0], strings.Join(c.Peers[1:], ", "))
 }
 
 // Complete reports whether every expected name has an address.
@@ -55,6 +72,7 @@ func MakePlan(set peer.Set, n *Namer, family Family, expected []string) Plan {
 	}
 	var plan Plan
 	byName := map[string]candidate{}
+	live := map[string][]string{} // name -> keys of the live peers that got it
 	for _, p := range set.Peers() {
 		name, aliases, err := n.names(p)
 		if err == nil {
@@ -84,7 +102,13 @@ func MakePlan(set peer.Set, n *Namer, family Family, expected []string) Plan {
 			}
 		}
 		if len(ips) == 0 {
+			if family != AllFamilies && len(p.IPs) > 0 {
+				plan.WrongFamily = append(plan.WrongFamily, p.Key())
+			}
 			continue // no address of the family yet: pending if expected
+		}
+		if !p.Terminating {
+			live[name] = append(live[name], p.Key())
 		}
 		c := candidate{p: p, aliases: valid, ips: ips}
 		if old, ok := byName[name]; ok {
@@ -114,6 +138,17 @@ func MakePlan(set peer.Set, n *Namer, family Family, expected []string) Plan {
 	slices.SortFunc(plan.Pending, naturalCompare)
 	plan.Pending = slices.Compact(plan.Pending)
 	slices.SortFunc(plan.Shadowed, func(a, b Rejected) int { return strings.Compare(a.Peer, b.Peer) })
+	for name, keys := range live {
+		if len(keys) < 2 {
+			continue
+		}
+		winner := byName[name].p.Key()
+		slices.Sort(keys)
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == winner })
+		plan.Collisions = append(plan.Collisions, Collision{Name: name, Peers: append([]string{winner}, keys...)})
+	}
+	slices.SortFunc(plan.Collisions, func(a, b Collision) int { return naturalCompare(a.Name, b.Name) })
+	slices.Sort(plan.WrongFamily)
 	return plan
 }
 
@@ -164,6 +199,21 @@ func Block(id string, plan Plan) []byte {
 	return b.Bytes()
 }
 
+// writerPrefix starts the comment line that names a block's writer.
+const writerPrefix = "# written by "
+
+// withWriter returns block with a line naming writer after its begin
+// marker; block itself when writer is empty. Readers skip the line as a
+// comment, so older readers and writers keep working with the block.
+func withWriter(block []byte, writer string) []byte {
+	if writer == "" {
+		return block
+	}
+	writer = strings.Join(strings.Fields(writer), " ") // one line
+	i := bytes.IndexByte(block, '\n') + 1
+	return slices.Concat(block[:i], []byte(writerPrefix+writer+"\n"), block[i:])
+}
+
 // Render returns current with the managed block for id replaced by block;
 // every byte outside the block is kept. When current has no block, the block
 // is appended (after a newline if current does not end with one). Further
@@ -181,7 +231,7 @@ func Render(current []byte, id string, block []byte) ([]byte, error) {
 		if next >= 0 {
 			lineEnd = off + next + 1
 		}
-		line := strings.TrimRight(string(current[off:lineEnd]), " \t\r\n")
+		line := strings.TrimSpace(string(current[off:lineEnd])) // indented markers are ours too
 		switch {
 		case open < 0 && line == begin:
 			open = off
@@ -215,4 +265,30 @@ func Render(current []byte, id string, block []byte) ([]byte, error) {
 	}
 	out.Write(current[prev:])
 	return out.Bytes(), nil
+}
+
+// blockBody returns the lines of the first complete block for id in
+// content, each trimmed and ending in "\n", without its markers and the
+// line naming its writer, and that writer ("" when none is recorded): what
+// tells two blocks' sets apart, whoever wrote them. ok is false when there
+// is no complete block.
+func blockBody(content []byte, id string) (body []byte, writer string, ok bool) {
+	begin, end := Markers(id)
+	in, first := false, false
+	for raw := range bytes.Lines(content) {
+		line := strings.TrimSpace(string(raw))
+		switch {
+		case !in:
+			in, first = line == begin, true
+			continue
+		case line == end:
+			return body, writer, true
+		case first && strings.HasPrefix(line, writerPrefix):
+			writer = strings.TrimPrefix(line, writerPrefix)
+		default:
+			body = append(append(body, line...), '\n')
+		}
+		first = false
+	}
+	return nil, "", false
 }

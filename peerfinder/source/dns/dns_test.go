@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -629,5 +630,75 @@ func TestRunKeepsIPsOfPeersWithoutGlue(t *testing.T) {
 	sent, _ = h.step()
 	if len(sent) != 4 || len(sent[0].IPs) != 1 || len(sent[3].IPs) != 0 {
 		t.Fatalf("after adding a peer without glue: %+v", sent)
+	}
+}
+
+// TestLookupOversizeUDPAnswerRetriedOverTCP: a server that sends a UDP
+// answer larger than the EDNS0 size the query advertised, without TC (a
+// broken server or middlebox), is asked again over TCP, not failed as
+// malformed for good; it is asked over TCP first from then on.
+func TestLookupOversizeUDPAnswerRetriedOverTCP(t *testing.T) {
+	s := dnstest.New(t)
+	s.Peers(svc, "web", 200, 80) // about 10 KB with glue
+	s.SetBehaviour(svc, dnstest.Behaviour{IgnoreUDPSize: true})
+	src, err := New(Config{Name: svc, Servers: []string{s.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		got, err := src.Lookup(context.Background())
+		if err != nil || len(got) != 200 {
+			t.Fatalf("lookup %d: got %d peers, err %v; want 200", i, len(got), err)
+		}
+	}
+	if u, c := s.Queries("udp"), s.Queries("tcp"); u != 1 || c != 2 {
+		t.Errorf("queries udp %d tcp %d, want 1 and 2 (TCP first after the oversize answer)", u, c)
+	}
+}
+
+// TestLookupFollowsCNAMEsOfSRVTargets: an SRV target that is an alias
+// gets the addresses at the end of its CNAME chain in the response, as
+// upstream's resolver (net.LookupSRV and a lookup of each target) gave
+// it; a chain that loops or runs longer than maxCNAMEChain gives none,
+// and a changed alias is noticed though the SRV records stay the same.
+func TestLookupFollowsCNAMEsOfSRVTargets(t *testing.T) {
+	s := dnstest.New(t)
+	target := func(i int) string { return fmt.Sprintf("web-%d.%s", i, svc) }
+	s.SetSRV(svc, dnstest.SRVRecord{Target: target(0), Port: 80}, dnstest.SRVRecord{Target: target(1), Port: 80},
+		dnstest.SRVRecord{Target: target(2), Port: 80}, dnstest.SRVRecord{Target: target(3), Port: 80})
+	s.SetA(target(0), "10.0.0.1")
+	s.SetCNAME(target(1), "pod-1.pods.example")
+	s.SetA("pod-1.pods.example", "10.0.1.1")
+	s.SetCNAME(target(2), "a.pods.example") // two links
+	s.SetCNAME("a.pods.example", "b.pods.example")
+	s.SetAAAA("b.pods.example", "fd00::2")
+	s.SetCNAME(target(3), "loop.pods.example") // a loop: no address, no hang
+	s.SetCNAME("loop.pods.example", target(3))
+	src, err := New(Config{Name: svc, Servers: []string{s.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := func() map[string][]string {
+		t.Helper()
+		got, err := src.Lookup(context.Background())
+		if err != nil || len(got) != 4 {
+			t.Fatalf("got %d peers, err %v; want 4", len(got), err)
+		}
+		m := map[string][]string{}
+		for _, p := range got {
+			m[p.Name] = p.IPs
+		}
+		return m
+	}
+	want := map[string][]string{"web-0": {"10.0.0.1"}, "web-1": {"10.0.1.1"}, "web-2": {"fd00::2"}, "web-3": nil}
+	if got := ips(); !reflect.DeepEqual(got, want) {
+		t.Errorf("addresses %v, want %v", got, want)
+	}
+	// web-1 now aliases a name whose address web-0's alias had: same SRV
+	// records, same glue addresses, another chain.
+	s.SetCNAME(target(1), "a.pods.example")
+	want["web-1"] = []string{"fd00::2"}
+	if got := ips(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the alias changed: addresses %v, want %v", got, want)
 	}
 }

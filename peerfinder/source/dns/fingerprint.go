@@ -15,7 +15,9 @@ import (
 // probability about 2^-64. The additional section is not digested: glue
 // calls glue for each A and AAAA record there with its owner and address
 // bytes (valid only during the call), since which glue fits varies between
-// answers of 900 or more peers. ok is false when raw does not parse.
+// answers of 900 or more peers; its CNAME records (aliases of SRV targets)
+// are digested, so an alias that changes is noticed though the glue
+// addresses are known. ok is false when raw does not parse.
 func fingerprint(raw []byte, glue func(owner, addr []byte)) (fp uint64, ok bool) {
 	var p dnsmessage.Parser
 	h, err := p.Start(raw)
@@ -46,7 +48,7 @@ func fingerprint(raw []byte, glue func(owner, addr []byte)) (fp uint64, ok bool)
 				}
 				continue
 			}
-			if section == 2 {
+			if section == 2 && rh.Type != dnsmessage.TypeCNAME { // aliases of targets are digested: see parse
 				if err := visitGlue(&p, rh, glue); err != nil {
 					return 0, false
 				}

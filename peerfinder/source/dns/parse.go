@@ -17,6 +17,7 @@ type Rejected = source.Rejected
 // returns the SRV targets of the queried name it rejected (see source.Member).
 func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	ips := make(map[string][]string, len(resp.Extra))
+	var aliases map[string]string // CNAME owner -> target
 	for _, sec := range [][]dns.RR{resp.Extra, resp.Answer} {
 		for _, rr := range sec {
 			switch rr := rr.(type) {
@@ -26,6 +27,11 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 			case *dns.AAAA:
 				owner := dns.CanonicalName(rr.Hdr.Name)
 				ips[owner] = append(ips[owner], rr.AAAA.String())
+			case *dns.CNAME:
+				if aliases == nil {
+					aliases = map[string]string{}
+				}
+				aliases[dns.CanonicalName(rr.Hdr.Name)] = dns.CanonicalName(rr.Target)
 			}
 		}
 	}
@@ -35,7 +41,7 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	for _, rr := range resp.Answer {
 		srv, ok := rr.(*dns.SRV)
 		if !ok || !strings.EqualFold(srv.Hdr.Name, s.name) {
-			if rr.Header().Rrtype != dns.TypeA && rr.Header().Rrtype != dns.TypeAAAA {
+			if t := rr.Header().Rrtype; t != dns.TypeA && t != dns.TypeAAAA && t != dns.TypeCNAME {
 				skipped++
 			}
 			continue
@@ -49,7 +55,7 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 		p := peer.Peer{
 			FQDN:    strings.TrimSuffix(target, "."),
 			Name:    name,
-			IPs:     ips[target],
+			IPs:     ips[resolveAlias(target, aliases)],
 			Ready:   true,
 			Ordinal: peer.OrdinalFromName(name),
 		}
@@ -64,6 +70,29 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 	}
 	slices.SortFunc(rejected, func(a, b Rejected) int { return strings.Compare(a.Target, b.Target) })
 	return peer.NewSet(peers...), slices.Compact(rejected)
+}
+
+// maxCNAMEChain bounds the CNAME links followed from an SRV target, as
+// resolvers bound theirs (Go's and glibc's follow 8 or so).
+const maxCNAMEChain = 8
+
+// resolveAlias follows the CNAME chain from target through aliases (the
+// response's CNAME records) and returns the name whose addresses the
+// target has: target itself when it is no alias, the chain's end
+// otherwise. A chain that loops or is longer than maxCNAMEChain ends
+// nowhere (""), so the peer gets no addresses from this response. RFC 2782
+// forbids an alias as an SRV target, but upstream's resolver followed one,
+// so manifests relying on it keep working. The peer is still named by its
+// SRV target, which passed source.Member; the chain only gives addresses.
+func resolveAlias(target string, aliases map[string]string) string {
+	for range maxCNAMEChain + 1 {
+		next, ok := aliases[target]
+		if !ok {
+			return target
+		}
+		target = next
+	}
+	return ""
 }
 
 // keepIPs gives each peer that came without glue the IPs it had in last.

@@ -24,6 +24,11 @@ var ErrTruncated = errors.New("answer still truncated over TCP")
 // matching response follows in time.
 var ErrMismatch = errors.New("response does not answer the query")
 
+// errOversize means a UDP response was larger than the EDNS0 size the query
+// advertised, without TC: the read cut it, so it is asked again over TCP,
+// as a truncated one is.
+var errOversize = errors.New("udp answer larger than the advertised size, without TC")
+
 // RcodeError is a DNS error response other than NXDOMAIN from one server.
 type RcodeError struct {
 	Rcode int
@@ -113,10 +118,11 @@ func (s *Source) query(ctx context.Context, server string) (answer, error) {
 	)
 	if !tcpFirst {
 		raw, err = s.exchange(ctx, s.udp, m, server)
-		if err != nil {
+		oversize := errors.Is(err, errOversize)
+		if err != nil && !oversize {
 			return answer{}, err
 		}
-		if !truncated(raw) {
+		if !oversize && !truncated(raw) {
 			return s.decode(server, raw, false)
 		}
 		s.setTCPFirst(server, true)
@@ -126,7 +132,7 @@ func (s *Source) query(ctx context.Context, server string) (answer, error) {
 		if tcpFirst {
 			return answer{}, err
 		}
-		return answer{}, fmt.Errorf("tcp after truncated udp answer: %w", err)
+		return answer{}, fmt.Errorf("tcp after truncated or oversize udp answer: %w", err)
 	}
 	if len(raw) <= udpSize {
 		s.setTCPFirst(server, false) // UDP would do again
@@ -243,7 +249,7 @@ func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server
 	if d, ok := ctx.Deadline(); ok {
 		_ = co.SetDeadline(d)
 	}
-	co.UDPSize = udpSize
+	co.UDPSize = udpSize + 1 // one byte more shows a server that ignored our size
 	if err := co.WriteMsg(m); err != nil {
 		return nil, err
 	}
@@ -261,6 +267,9 @@ func (s *Source) exchange(ctx context.Context, c *dns.Client, m *dns.Msg, server
 		}
 		if binary.BigEndian.Uint16(raw) != m.Id {
 			continue
+		}
+		if c.Net == "udp" && len(raw) > udpSize {
+			return nil, errOversize
 		}
 		if mismatch = answers(raw, m.Question[0]); mismatch == nil {
 			return raw, nil
