@@ -13,9 +13,9 @@
 //
 // The wrapper keeps the inner sink's optional capabilities, for the holder
 // only: a sink.Previewer's Preview (the hosts file listing expected names
-// before they resolve) and a sink.Runner's Run (the hosts file restoring its
+// before they resolve), a sink.Runner's Run (the hosts file restoring its
 // block after someone rewrote the file), which runs while this pod leads
-// and stops when leadership ends.
+// and stops when leadership ends, and a sink.Warner's Warnings.
 //
 // Leader election bounds, but cannot rule out, a short overlap when a leader
 // is partitioned from the API server: it stops writing once it failed to
@@ -88,6 +88,7 @@ var (
 	_ sink.Sink      = (*Sink)(nil)
 	_ sink.Runner    = (*Sink)(nil)
 	_ sink.Previewer = (*Sink)(nil)
+	_ sink.Warner    = (*Sink)(nil)
 )
 
 // New validates cfg and returns a Sink.
@@ -141,6 +142,16 @@ func (s *Sink) HoldsBack() bool {
 		return g.HoldsBack()
 	}
 	return true
+}
+
+// Warnings implements sink.Warner: Inner's warnings while leading (its
+// Runner runs only then), none otherwise or when Inner is no sink.Warner.
+func (s *Sink) Warnings() []string {
+	w, ok := s.cfg.Inner.(sink.Warner)
+	if !ok || !s.Leading() {
+		return nil
+	}
+	return w.Warnings()
 }
 
 // Preview implements sink.Previewer when Inner does (nil otherwise): while

@@ -212,6 +212,33 @@ func TestTakeoverOnlyAfterExpiry(t *testing.T) {
 	}
 }
 
+// warner is an inner sink with warnings.
+type warner struct{ recorder }
+
+func (*warner) Warnings() []string { return []string{"another writer"} }
+
+// TestWarningsOfTheHolder: the inner sink's warnings are the holder's; a
+// follower, whose inner Run does not run, has none.
+func TestWarningsOfTheHolder(t *testing.T) {
+	client := fake.NewClientset()
+	a, b := newSink(t, client, "a", &warner{}), newSink(t, client, "b", &warner{})
+	wa, ok := sink.Sink(a).(sink.Warner)
+	if !ok {
+		t.Fatal("leader.Sink is no sink.Warner: the holder's warnings never reach /readyz")
+	}
+	stopA := run(t, a)
+	defer stopA()
+	eventually(t, "a leading", a.Leading)
+	stopB := run(t, b)
+	defer stopB()
+	if got := wa.Warnings(); len(got) != 1 {
+		t.Errorf("holder's warnings = %q, want the inner sink's", got)
+	}
+	if got := b.Warnings(); got != nil {
+		t.Errorf("follower's warnings = %q, want none", got)
+	}
+}
+
 // runner is an inner sink with a Run that counts how many of its runs are
 // under way and can be told to fail.
 type runner struct {
