@@ -72,7 +72,7 @@ func (r *Reconciler) place(ctx context.Context, f *flockv1.Flock, now time.Time)
 	ready := map[int32]bool{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if o, ok := ordinal(f, pod); ok && pod.DeletionTimestamp == nil && podReady(pod) && pod.Spec.NodeName == current[o] {
+		if o, ok := memberOrdinal(f, pod); ok && pod.DeletionTimestamp == nil && podReady(pod) && pod.Spec.NodeName == current[o] {
 			ready[o] = true
 		}
 	}

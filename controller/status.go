@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
-	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/internal/ordinal"
 )
 
 // Observed is what the reconciler saw and did; Status turns it into the
@@ -54,7 +54,7 @@ func Status(o Observed) flockv1.FlockStatus {
 	pods := map[int32]*corev1.Pod{}
 	for i := range o.Pods {
 		p := &o.Pods[i]
-		ord, ok := ordinal(f, p)
+		ord, ok := memberOrdinal(f, p)
 		if !ok || p.DeletionTimestamp != nil {
 			continue
 		}
@@ -288,9 +288,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// ordinal is the pod's ordinal in the Flock's StatefulSet (named after the
-// Flock), by peer.Ordinal; ok is false for a pod that is not one of its members.
-func ordinal(f *flockv1.Flock, p *corev1.Pod) (int32, bool) {
-	n := peer.Ordinal(p.Name, p.Labels, f.Name)
+// memberOrdinal is the pod's ordinal in the Flock's StatefulSet (named after the
+// Flock), by ordinal.Of; ok is false for a pod that is not one of its members.
+func memberOrdinal(f *flockv1.Flock, p *corev1.Pod) (int32, bool) {
+	n := ordinal.Of(p.Name, p.Labels, f.Name)
 	return int32(n), n >= 0
 }

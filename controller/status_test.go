@@ -375,7 +375,7 @@ func TestOrdinal(t *testing.T) {
 		ok   bool
 	}{{"zk-0", 0, true}, {"zk-12", 12, true}, {"zk-", -1, false}, {"zk-a", -1, false}, {"zkx-1", -1, false}, {"zk-1-2", -1, false}, {"zk-99999999999", -1, false}, {"zk-01", -1, false}}
 	for _, tt := range tests {
-		if got, ok := ordinal(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tt.pod}}); got != tt.want || ok != tt.ok {
+		if got, ok := memberOrdinal(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tt.pod}}); got != tt.want || ok != tt.ok {
 			t.Errorf("ordinal(zk, %q) = %d, %v; want %d, %v", tt.pod, got, ok, tt.want, tt.ok)
 		}
 	}

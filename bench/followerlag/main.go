@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -46,7 +47,7 @@ func (r recorder) Apply(context.Context, sink.Delivery) error {
 
 func member(role, index, ip string) peer.Peer {
 	return peer.Peer{FQDN: role + "-" + index + ".train.ns.svc.cluster.local", IPs: []string{ip}, Ordinal: -1, Ready: true,
-		Labels: map[string]string{"role": role, peer.JobCompletionIndexLabel: index}}
+		Labels: map[string]string{"role": role, ordinal.JobCompletionIndexLabel: index}}
 }
 
 func main() {

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/internal/ordinal"
 )
 
 // Config configures Run.
@@ -363,7 +363,7 @@ var colors = []string{"\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m"
 func (d *demo) print(name, line string) {
 	prefix := fmt.Sprintf("[%s]", name)
 	if d.Color {
-		i := max(peer.OrdinalFromName(name), 0)
+		i := max(ordinal.FromName(name), 0)
 		prefix = colors[i%len(colors)] + prefix + "\x1b[0m"
 	}
 	d.outMu.Lock()

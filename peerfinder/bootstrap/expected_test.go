@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/internal/ordinal"
 )
 
 // TestExpectedOrderedReadyInitMode: an OrderedReady StatefulSet creates pod
@@ -57,8 +57,8 @@ func TestPodOrdinal(t *testing.T) {
 		{metav1.ObjectMeta{Name: "other-2"}, -1},
 		{metav1.ObjectMeta{Name: "etcd-x"}, -1},
 	} {
-		if got := peer.Ordinal(tc.meta.Name, tc.meta.Labels, "etcd"); got != tc.want {
-			t.Errorf("peer.Ordinal(%+v) = %d, want %d", tc.meta, got, tc.want)
+		if got := ordinal.Of(tc.meta.Name, tc.meta.Labels, "etcd"); got != tc.want {
+			t.Errorf("ordinal.Of(%+v) = %d, want %d", tc.meta, got, tc.want)
 		}
 	}
 }

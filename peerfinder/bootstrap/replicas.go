@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/retry"
-	"github.com/flockd/flock/peerfinder/peer"
 )
 
 // ErrNoStatefulSet is returned by Replicas.Run when this pod is not
@@ -124,7 +124,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 	if err != nil {
 		return err
 	}
-	r.ordinal = peer.Ordinal(pod.Name, pod.Labels, name)
+	r.ordinal = ordinal.Of(pod.Name, pod.Labels, name)
 	r.owner.Store(&name)
 	log.Info("expected size follows statefulset", "statefulset", name)
 
@@ -220,7 +220,7 @@ func (r *Replicas) Lookup(ctx context.Context) (name string, replicas, first int
 		if ss.Name != name {
 			continue
 		}
-		replicas = Expected(&ss, peer.Ordinal(pod.Name, pod.Labels, name), r.InitMode)
+		replicas = Expected(&ss, ordinal.Of(pod.Name, pod.Labels, name), r.InitMode)
 		if ss.Spec.Ordinals != nil {
 			first = int(ss.Spec.Ordinals.Start)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -62,7 +63,7 @@ func TestFollowerWaitsForTheWritersFile(t *testing.T) {
 	}()
 	member := func(role, index, ip string) peer.Peer {
 		return peer.Peer{FQDN: role + "-" + index + ".train.ns.svc.cluster.local", IPs: []string{ip}, Ordinal: -1,
-			Labels: map[string]string{"role": role, peer.JobCompletionIndexLabel: index}}
+			Labels: map[string]string{"role": role, ordinal.JobCompletionIndexLabel: index}}
 	}
 	full := sink.Delivery{Set: peer.NewSet(member("ps", "0", "10.0.0.1"), member("worker", "0", "10.0.0.2")), Generation: 1}
 	ctx := context.Background()

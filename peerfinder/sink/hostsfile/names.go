@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -134,7 +135,7 @@ func (n *Namer) MemberOf(p peer.Peer) Member {
 	if m.Name == "" {
 		m.Name, _, _ = strings.Cut(p.FQDN, ".")
 	}
-	for _, l := range []string{n.indexLabel, peer.PodIndexLabel, peer.JobCompletionIndexLabel} {
+	for _, l := range []string{n.indexLabel, ordinal.PodIndexLabel, ordinal.JobCompletionIndexLabel} {
 		if v, ok := p.Labels[l]; ok && l != "" {
 			m.Index = v
 			break
@@ -236,7 +237,7 @@ func ParseExpected(spec string) ([]string, error) {
 // It fails when self has no "-<ordinal>" suffix.
 func ExpectedFromCount(self string, n int) ([]string, error) {
 	host, _, _ := strings.Cut(self, ".")
-	if peer.OrdinalFromName(host) < 0 {
+	if ordinal.FromName(host) < 0 {
 		return nil, fmt.Errorf("cannot derive expected names from %q: no -<ordinal> suffix", self)
 	}
 	if n < 0 || n > MaxExpected {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -23,7 +24,7 @@ func job(role, index string, ips ...string) peer.Peer {
 		Ready:   true,
 		Ordinal: -1,
 		Role:    role,
-		Labels:  map[string]string{peer.JobCompletionIndexLabel: index, "role": role},
+		Labels:  map[string]string{ordinal.JobCompletionIndexLabel: index, "role": role},
 	}
 }
 
@@ -233,10 +234,10 @@ func TestMemberIndex(t *testing.T) {
 		indexLabel string
 		want       string
 	}{
-		{"statefulset label", peer.Peer{Name: "a", Ordinal: 7, Labels: map[string]string{peer.PodIndexLabel: "3"}}, "", "3"},
-		{"job label", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{peer.JobCompletionIndexLabel: "4"}}, "", "4"},
-		{"named label first", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{"rank": "9", peer.PodIndexLabel: "3"}}, "rank", "9"},
-		{"named label missing falls back", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{peer.PodIndexLabel: "3"}}, "rank", "3"},
+		{"statefulset label", peer.Peer{Name: "a", Ordinal: 7, Labels: map[string]string{ordinal.PodIndexLabel: "3"}}, "", "3"},
+		{"job label", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{ordinal.JobCompletionIndexLabel: "4"}}, "", "4"},
+		{"named label first", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{"rank": "9", ordinal.PodIndexLabel: "3"}}, "rank", "9"},
+		{"named label missing falls back", peer.Peer{Name: "a", Ordinal: -1, Labels: map[string]string{ordinal.PodIndexLabel: "3"}}, "rank", "3"},
 		{"ordinal", peer.Peer{Name: "a", Ordinal: 2}, "", "2"},
 		{"unknown", peer.Peer{Name: "a", Ordinal: -1}, "", ""},
 	} {

@@ -23,7 +23,7 @@
 //
 // Each SRV target becomes one peer: FQDN is the target without the trailing
 // dot, Name its first label, Ports the SRV ports, Ready true, Ordinal from
-// Name by peer.OrdinalFromName (-1 for dashed-IP names such as
+// Name by ordinal.FromName (-1 for dashed-IP names such as
 // "10-1-2-3"), and IPs the
 // A/AAAA records for the target found in the same response (CoreDNS sends
 // them as glue in the additional section). Targets without glue are not

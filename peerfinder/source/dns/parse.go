@@ -6,6 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
 )
@@ -57,7 +58,7 @@ func (s *Source) parse(resp *dns.Msg) (peer.Set, []Rejected) {
 			Name:    name,
 			IPs:     ips[resolveAlias(target, aliases)],
 			Ready:   true,
-			Ordinal: peer.OrdinalFromName(name),
+			Ordinal: ordinal.FromName(name),
 		}
 		if srv.Port != 0 {
 			p.Ports = []peer.Port{{Port: int32(srv.Port)}}

@@ -34,7 +34,7 @@
 // without publishNotReadyAddresses because EndpointSlices list not-ready
 // endpoints too, with ready=false.
 //
-// Ordinal comes from the hostname or pod name by peer.OrdinalFromName (-1
+// Ordinal comes from the hostname or pod name by ordinal.FromName (-1
 // for names made from an address). Node and Zone come from the endpoint, Pod and UID from its
 // targetRef, Ports from the slice.
 package endpointslice
@@ -51,6 +51,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
 	"github.com/flockd/flock/peerfinder/source/kubesource"
@@ -263,10 +264,10 @@ func endpointName(e Endpoint) (string, int) {
 	switch {
 	case e.Hostname != "":
 		h := strings.ToLower(e.Hostname)
-		return h, peer.OrdinalFromName(h)
+		return h, ordinal.FromName(h)
 	case e.Pod != "" && !strings.Contains(e.Pod, "."):
 		p := strings.ToLower(e.Pod)
-		return p, peer.OrdinalFromName(p)
+		return p, ordinal.FromName(p)
 	}
 	return strings.NewReplacer(".", "-", ":", "-").Replace(e.Addresses[0]), -1
 }

@@ -29,7 +29,7 @@
 //
 // Fields: IPs from status.podIPs (all families), Ready from the Ready
 // condition, Pod and UID, Node from spec.nodeName, Labels the pod's labels,
-// Ports the containers' ports, Ordinal by peer.Ordinal (the pod-index or Job
+// Ports the containers' ports, Ordinal by ordinal.Of (the pod-index or Job
 // completion index label, else the name of a StatefulSet's pod). Zone comes
 // from a topology.kubernetes.io/zone label on the pod when there is one and
 // is empty otherwise: reading it from the node would need a get on nodes
@@ -51,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
@@ -317,7 +318,7 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 		UID:     string(p.UID),
 		Node:    p.Node,
 		Zone:    p.Labels[corev1.LabelTopologyZone],
-		Ordinal: peer.Ordinal(p.Name, p.Labels, p.StatefulSet),
+		Ordinal: ordinal.Of(p.Name, p.Labels, p.StatefulSet),
 		// Shared with the cached pod: labels are read-only everywhere
 		// (peer.NewSet's merge copies before it writes), so 1,000 peers
 		// cost no second 1,000 maps, nor 1,000 more garbage ones per change.

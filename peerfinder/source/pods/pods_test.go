@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/flockd/flock/internal/kube/clientset"
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 )
@@ -54,7 +55,7 @@ func notReady(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionF
 func sts(sub string, index string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Spec.Hostname, p.Spec.Subdomain = p.Name, sub
-		p.Labels[peer.PodIndexLabel] = index
+		p.Labels[ordinal.PodIndexLabel] = index
 	}
 }
 func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
@@ -142,13 +143,13 @@ func TestPeerOfFields(t *testing.T) {
 		FQDN: "zk-2.zk.db.svc.cluster.local", Name: "zk-2", IPs: []string{"10.0.0.3", "fd00::3"},
 		Ready: true, Serving: true, Pod: "zk-2", UID: "uid-zk-2", Node: "node-0", Zone: "zone-b", Ordinal: 2,
 		Ports:  []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}},
-		Labels: map[string]string{"app": "web", peer.PodIndexLabel: "2", corev1.LabelTopologyZone: "zone-b"},
+		Labels: map[string]string{"app": "web", ordinal.PodIndexLabel: "2", corev1.LabelTopologyZone: "zone-b"},
 	}
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, %v\nwant %+v", got, ok, want)
 	}
 	job := pod("train-worker-3-abcde", "10.0.0.4")
-	job.Labels[peer.JobCompletionIndexLabel] = "3"
+	job.Labels[ordinal.JobCompletionIndexLabel] = "3"
 	if got, _ := PeerOf(slims(t, job)[0], opts); got.Ordinal != 3 {
 		t.Errorf("job completion index: ordinal %d, want 3", got.Ordinal)
 	}

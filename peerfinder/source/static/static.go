@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/atomicfile"
+	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/retry"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/source"
@@ -36,7 +37,7 @@ type Source struct {
 	// are skipped. Its entries follow the member rule of the DNS source
 	// (source.Member): lower-cased, only Service's own members are
 	// delivered, ready, with Name the first label and Ordinal by
-	// peer.OrdinalFromName; the others are dropped and logged once per
+	// ordinal.FromName; the others are dropped and logged once per
 	// change of what is dropped.
 	File string
 	// Service is the FQDN of the governing service; File needs it.
@@ -124,7 +125,7 @@ func (s Source) lookup(ctx context.Context) (peer.Set, []source.Rejected, error)
 			continue
 		}
 		fqdn := name + "." + strings.ToLower(strings.TrimSuffix(s.Service, "."))
-		peers = append(peers, peer.Peer{FQDN: fqdn, Name: name, Ready: true, Ordinal: peer.OrdinalFromName(name)})
+		peers = append(peers, peer.Peer{FQDN: fqdn, Name: name, Ready: true, Ordinal: ordinal.FromName(name)})
 	}
 	if err := sc.Err(); err != nil {
 		return peer.Set{}, nil, fmt.Errorf("static source: read %s: %w", s.File, err)

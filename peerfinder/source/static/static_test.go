@@ -99,7 +99,7 @@ func TestLookup(t *testing.T) {
 
 // A file's entries follow the member and ordinal rules of the other
 // sources (issue 36 #5): lower-cased, only the service's own RFC 1123
-// members, ordinals by peer.OrdinalFromName; the others are dropped.
+// members, ordinals by ordinal.FromName; the others are dropped.
 func TestFileAppliesMemberRules(t *testing.T) {
 	const svc = "web.ns1.svc.cluster.local"
 	path := filepath.Join(t.TempDir(), "peers")

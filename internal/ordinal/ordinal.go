@@ -1,4 +1,8 @@
-package peer
+// Package ordinal is flock's one ordinal rule: a member's index from its
+// pod's labels (the StatefulSet pod-index label, an Indexed Job's
+// completion index) or, failing those, from the StatefulSet naming rule.
+// peer-finder's sources and the Flock controller both use it.
+package ordinal
 
 import (
 	"net"
@@ -21,17 +25,17 @@ const (
 	JobCompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
 )
 
-// Ordinal is the one ordinal rule of flock, for a pod whose labels are
+// Of is the one ordinal rule of flock, for a pod whose labels are
 // known: the pod-index label, else the Job completion index label, else,
 // on a pod controlled by the StatefulSet named statefulSet, the StatefulSet
 // naming rule (the pod is "<statefulSet>-<N>"). statefulSet is "" for a pod
 // without a StatefulSet controller, whose name says nothing. -1 when no
 // rule gives an ordinal. N is decimal without leading zeros and fits an
 // int32, as the StatefulSet controller writes it.
-func Ordinal(name string, labels map[string]string, statefulSet string) int {
+func Of(name string, labels map[string]string, statefulSet string) int {
 	for _, k := range []string{PodIndexLabel, JobCompletionIndexLabel} {
 		if v, ok := labels[k]; ok {
-			if n := parseOrdinal(v); n >= 0 {
+			if n := parse(v); n >= 0 {
 				return n
 			}
 		}
@@ -43,15 +47,15 @@ func Ordinal(name string, labels map[string]string, statefulSet string) int {
 	if !ok {
 		return -1
 	}
-	return parseOrdinal(digits)
+	return parse(digits)
 }
 
-// OrdinalFromName is the StatefulSet naming rule for sources that see only
+// FromName is the StatefulSet naming rule for sources that see only
 // a name (DNS, EndpointSlices): N for a name "<prefix>-N" whose prefix holds
 // a letter, -1 otherwise. Dashed IP addresses, which CoreDNS and
 // EndpointSlices use for endpoints without a host name (e.g. "10-1-2-3",
 // "fd00--a-1"), give -1.
-func OrdinalFromName(name string) int {
+func FromName(name string) int {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || !strings.ContainsFunc(name[:i], isLetter) {
 		return -1
@@ -59,12 +63,12 @@ func OrdinalFromName(name string) int {
 	if net.ParseIP(strings.ReplaceAll(name, "-", ":")) != nil {
 		return -1 // dashed IPv6 such as "fd00--a-1"
 	}
-	return parseOrdinal(name[i+1:])
+	return parse(name[i+1:])
 }
 
-// parseOrdinal parses a decimal ordinal without sign or leading zeros
+// parse parses a decimal ordinal without sign or leading zeros
 // that fits an int32; -1 otherwise.
-func parseOrdinal(s string) int {
+func parse(s string) int {
 	if s == "" || len(s) > 1 && s[0] == '0' || strings.Trim(s, "0123456789") != "" {
 		return -1
 	}
@@ -76,14 +80,3 @@ func parseOrdinal(s string) int {
 }
 
 func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
-
-// FQDN is a member's name in the cluster's DNS:
-// <host>.<service>.<namespace>.svc.<domain>, lower case, without the
-// trailing dot. With host "" it is the service's own name.
-func FQDN(host, service, namespace, domain string) string {
-	name := service + "." + namespace + ".svc." + strings.Trim(domain, ".")
-	if host != "" {
-		name = host + "." + name
-	}
-	return strings.ToLower(name)
-}
