@@ -172,6 +172,17 @@ $(CONTROLLER_GEN):
 	@mv $(TOOLS_DIR)/$(CONTROLLER_GEN_VERSION)/controller-gen $@
 
 # crd-ref-docs renders docs/api.md from api/v1alpha1 (types, doc comments, markers).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION).d
+	GOBIN=$(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION).d $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION).d/golangci-lint $@ && rmdir $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION).d
+
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml: depguard (the products do not import each other), errorlint, sloglint, staticcheck, vet (built once under ~/.cache/flock/tools).
+	$(GOLANGCI_LINT) run ./...
+
 CRD_REF_DOCS_VERSION ?= v0.3.0
 CRD_REF_DOCS := $(TOOLS_DIR)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 
@@ -206,5 +217,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests api-docs verify controller controller-demo
 
-.PHONY: help build test test-unit mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test test-unit lint mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

@@ -331,7 +331,7 @@ func (e *env) waitPinnedReady(name string, n int32) map[int32]string {
 			seen[m.Node] = true
 			p, err := e.pod(fmt.Sprintf("%s-%d", name, i))
 			if err != nil || !ready(p) || p.Spec.NodeName != m.Node {
-				return false, fmt.Errorf("pod %d: %v on %q", i, err, p.Spec.NodeName)
+				return false, fmt.Errorf("pod %d: %w on %q", i, err, p.Spec.NodeName)
 			}
 			var pvc corev1.PersistentVolumeClaim
 			key := types.NamespacedName{Namespace: e.ns, Name: controller.ClaimName(f, "data", i)}

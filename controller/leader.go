@@ -16,9 +16,6 @@ import (
 // the leader election Lease.
 const inClusterNamespacePath = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// defaultLeaseDuration is controller-runtime's default LeaseDuration.
-const defaultLeaseDuration = 15 * time.Second
-
 // LeaderCheck returns nil only while identity holds the Lease ns/name: the
 // Lease names it as holder and its last renewal is less than its duration
 // ago. It reads the Lease from the API server each time. The reconciler runs

@@ -92,7 +92,7 @@ func TestMetricsSecure(t *testing.T) {
 	}
 	e.c.WaitFor(t, "metrics server up, 401 without a token", deadline, func(context.Context) (bool, error) {
 		code, body, err := get("")
-		return err == nil && code == http.StatusUnauthorized, fmt.Errorf("%d %q %v", code, body, err)
+		return err == nil && code == http.StatusUnauthorized, fmt.Errorf("%d %q %v", code, body, err) //nolint:errorlint // a progress note; err is often nil
 	})
 	if code, body, err := get(stranger); err != nil || code != http.StatusForbidden {
 		t.Errorf("without the reader role: %d %q %v; want 403", code, body, err)

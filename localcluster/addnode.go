@@ -30,7 +30,7 @@ import (
 func AddRealNode(ctx context.Context, o Options) (_ *RealNode, err error) {
 	o.defaults()
 	if _, err := os.Stat(o.StateDir); err != nil {
-		return nil, fmt.Errorf("add a real node: %w (%v)", ErrNotRunning, err)
+		return nil, fmt.Errorf("add a real node: %w (%w)", ErrNotRunning, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()

@@ -220,7 +220,7 @@ func upLocked(ctx context.Context, o Options) (*State, bool, error) {
 			}
 		}
 		if err == nil {
-			o.Log.Debug("reusing running cluster", "stateDir", o.StateDir)
+			o.Log.Debug("reusing running cluster", "state_dir", o.StateDir)
 			return old, false, nil
 		}
 		o.Log.Warn("running cluster is unhealthy, restarting it", "err", err)

@@ -30,7 +30,7 @@ func poll(ctx context.Context, s *State, what string, check func(context.Context
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: %w (last error: %v)", what, ctx.Err(), last)
+			return fmt.Errorf("wait for %s: %w (last error: %w)", what, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -684,7 +684,7 @@ func waitDNS(addr, name string, n int, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("coredns on %s: no answer with %d SRV records for %s within %s (last error %v)", addr, n, name, timeout, err)
+			return fmt.Errorf("coredns on %s: no answer with %d SRV records for %s within %s (last error %v)", addr, n, name, timeout, err) //nolint:errorlint // err is nil when the answer had too few records
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

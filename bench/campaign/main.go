@@ -34,6 +34,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -264,7 +265,7 @@ feed:
 		fmt.Printf("CPU pressure: a task waited for a CPU %.0f%% of the time; rounds waited %s in all to start (-max-cpu-pressure %g, -start-gap %s)\n",
 			100*(psi1.total-psi0.total).Seconds()/elapsed.Seconds(), adm.held.Round(time.Second), cfg.maxPressure, cfg.startGap)
 	}
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
 		fmt.Printf("campaign stopped early: %v\n", cause)
 	}
 	fmt.Printf("%-9s %7s %12s %6s %22s %22s\n", "subject", "rounds", "split brains", "stuck", "time to healthy p50/p99", "rejoin p50/p99")

@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -66,12 +65,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench/latency:", err)
 		os.Exit(1)
 	}
-}
-
-type finder struct {
-	name string
-	cmd  *exec.Cmd
-	log  string // hook log: "<epoch seconds> <peers>" per run
 }
 
 func run(rounds int, keep bool) error {

@@ -282,8 +282,8 @@ func TestFailedOnChangeThenRevertedSetRunsAgain(t *testing.T) {
 	dns.SetSRV(svc, a...) // before the retry: it gets A
 	waitFile(t, runs, func(s string) bool { return strings.HasSuffix(s, "4\n3\n") })
 	// The recovery is logged after the run that configured A, not instead.
-	log := waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
-	log = p.stderr.String()
+	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+	log := p.stderr.String()
 	after := log[strings.LastIndex(log, "sink failing"):]
 	if ran := strings.Index(after, "hook ran"); ran < 0 || ran > strings.Index(after, "sink recovered") {
 		t.Errorf("'sink recovered' without a run of on-change since it failed:\n%s", after)

@@ -70,10 +70,10 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 			script := `mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"`
 			p := startProgram(t, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, dir, binary}, args...)...)
 
-			log := waitFile(t, "/dev/null", func(string) bool {
+			waitFile(t, "/dev/null", func(string) bool {
 				return strings.Contains(p.stderr.String(), "sink failing") && strings.Contains(p.stderr.String(), "serving metrics")
 			})
-			log = p.stderr.String()
+			log := p.stderr.String()
 			failing := lineWith(log, "sink failing")
 			if !strings.Contains(failing, path) || !strings.Contains(failing, "read-only file system") {
 				t.Errorf("the failing record does not name %s and the read-only file system:\n%s", path, failing)

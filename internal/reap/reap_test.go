@@ -166,7 +166,7 @@ func TestRunReapsOrphansWhileHooksRun(t *testing.T) {
 			}
 			err := Wait(cmd)
 			if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != i%3 {
-				errs <- fmt.Errorf("Start/Wait %d: %v", i, err)
+				errs <- fmt.Errorf("Start/Wait %d: %w", i, err)
 			}
 		}
 	})

@@ -74,6 +74,6 @@ func (r *RejectLog) Log(log *slog.Logger, msg, name string, rejected []Rejected)
 	}
 	r.last = key
 	if len(rejected) > 0 {
-		log.Warn(msg, "name", name, "rejected", rejected)
+		log.Warn(msg, "name", name, "rejected", rejected) //nolint:sloglint // msg is each caller's constant
 	}
 }

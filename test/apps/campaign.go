@@ -434,7 +434,7 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
 		for {
 			var o unstructured.Unstructured
-			if err := dec.Decode(&o.Object); err == io.EOF {
+			if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				return fmt.Errorf("decode manifest: %w", err)

@@ -6,6 +6,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -257,7 +258,7 @@ func (b *bed) eachObject(manifest []byte, edit func(*unstructured.Unstructured),
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
 	for {
 		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err == io.EOF {
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			b.t.Fatalf("decode manifest: %v", err)

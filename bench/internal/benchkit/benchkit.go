@@ -157,7 +157,7 @@ func DeleteNamespace(c kubernetes.Interface, ns string, timeout time.Duration) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("namespace %s not gone after %s (last error: %v)", ns, timeout, err)
+			return fmt.Errorf("namespace %s not gone after %s (last error: %v)", ns, timeout, err) //nolint:errorlint // err is nil while the namespace still exists
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/fnv"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -36,7 +37,7 @@ func fingerprint(raw []byte, glue func(owner, addr []byte)) (fp uint64, ok bool)
 	for section, header := range next {
 		for {
 			rh, err := header()
-			if err == dnsmessage.ErrSectionDone {
+			if errors.Is(err, dnsmessage.ErrSectionDone) {
 				break
 			}
 			if err != nil {

@@ -96,7 +96,7 @@ func answersPerDNSMessage(wire []byte) error {
 	}
 	for {
 		rh, err := p.AnswerHeader()
-		if err == dnsmessage.ErrSectionDone {
+		if errors.Is(err, dnsmessage.ErrSectionDone) {
 			return nil
 		}
 		if err != nil {

@@ -307,7 +307,7 @@ func answers(raw []byte, q dns.Question) error {
 	}
 	for {
 		rh, err := p.AnswerHeader()
-		if err == dnsmessage.ErrSectionDone {
+		if errors.Is(err, dnsmessage.ErrSectionDone) {
 			return nil
 		}
 		if err != nil {
