@@ -315,6 +315,27 @@ func (s *Sink) start(d sink.Delivery) error {
 	return nil
 }
 
+// Forwards reports whether sig goes to the child: it is one of
+// Config.Forward and the child has started and not exited yet.
+func (s *Sink) Forwards(sig os.Signal) bool {
+	select {
+	case <-s.started:
+	default:
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	for _, f := range s.cfg.Forward {
+		if f == sig {
+			return true
+		}
+	}
+	return false
+}
+
 // Run implements sink.Runner. It reaps orphans from its start (with Reap),
 // waits for the first Apply to start the child (returning nil if ctx ends
 // first, after which Apply starts nothing), then supervises it: forwards
