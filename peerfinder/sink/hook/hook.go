@@ -25,7 +25,9 @@
 //
 // Each line the hook writes to stdout or stderr is logged at Info with the
 // message "hook output" and the keys hook ("on-start" or "on-change"),
-// stream ("stdout" or "stderr") and line. The pipes are closed shortly after
+// stream ("stdout" or "stderr") and line, up to MaxOutputLines records and
+// MaxOutputBytes bytes per run; the rest is read and dropped, and one Warn
+// record "hook output dropped" gives the dropped lines and bytes. The pipes are closed shortly after
 // the hook exits, so a background process it leaves behind should redirect
 // its output. Not reading stdin is fine: the hook may exit without reading
 // it, or read it slowly.
