@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/flockd/flock/internal/reap"
 )
 
 // outputDrain is how long the output pipes stay open after the hook exited,
@@ -78,7 +80,7 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 		case <-runCtx.Done():
 		}
 		killCause = context.Cause(runCtx)
-		killGroup(pgid, exited, h.cfg.KillGrace)
+		reap.KillGroup(pgid, exited, h.cfg.KillGrace)
 	})
 
 	waitErr := cmd.Wait()
@@ -89,7 +91,7 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 			// Killed from outside (OOM killer, an operator): the run
 			// failed and is retried, so what is left of its process
 			// group is half-done work that would race the retry.
-			killGroup(pgid, exited, h.cfg.KillGrace)
+			reap.KillGroup(pgid, exited, h.cfg.KillGrace)
 		}
 	}
 	drained := make(chan struct{})
@@ -117,32 +119,6 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 		return fmt.Errorf("hook %s %s: %w", name, argv[0], waitErr)
 	}
 	return nil
-}
-
-// killGroup sends SIGTERM to the process group pgid and SIGKILL once grace
-// has passed, unless the whole group is gone by then. exited is closed when
-// the group leader has been waited for.
-func killGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-	select {
-	case <-exited:
-	case <-deadline.C:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return
-	}
-	// The leader is gone; other members (or their zombies) may remain.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(-pgid, 0) == nil {
-		select {
-		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // outputBudget is what is left of a run's logged output; both streams'
