@@ -55,6 +55,13 @@ func helperMain(args []string) int {
 			if strings.HasPrefix(k, "PEER_FINDER_") || k == "EXTRA" {
 				env[k] = v
 			}
+			if strings.HasPrefix(k, "PEER_FINDER_") && strings.HasSuffix(k, "_FILE") {
+				b, err := os.ReadFile(v) // removed after the run: read it now
+				if err != nil {
+					return 14
+				}
+				env[k+":content"] = string(b)
+			}
 		}
 		b, _ := json.Marshal(env)
 		return writeFile(args[0], b)
