@@ -131,29 +131,17 @@ func peerFinderPID(t *testing.T, p *process, pid1 bool) int {
 // peer-finder survives its stderr pipe being closed (issue 36 #20): a Go
 // program dies of SIGPIPE on a write to fd 1 or 2 unless it handles the
 // signal, so the first log record after the log reader went away (a
-// logging agent restarting) killed it. It goes on delivering, and its
-// hooks still get SIGPIPE's default action.
+// logging agent restarting) killed it. It goes on delivering.
 func TestSurvivesClosedStderrPipe(t *testing.T) {
 	dns := dnstest.New(t)
 	dns.Peers(svc, "web", 1, 80)
 	dir := t.TempDir()
-	cmd := exec.Command(binary, append(common(dns.Addr()), "-on-change="+recorder(t, dir, "on-change", false))...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, done := startCommand(t, func(cmd *exec.Cmd) { cmd.Stderr = w }, append(common(dns.Addr()), "-on-change="+recorder(t, dir, "on-change", false))...)
 	w.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-	}()
 	waitRuns(t, dir, 1)
 	r.Close() // the reader goes away; every later log write fails with EPIPE
 	dns.Peers(svc, "web", 2, 80)
@@ -172,4 +160,24 @@ func TestSurvivesClosedStderrPipe(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit status %d (%v), want 0", code, err)
 	}
+}
+
+// startCommand starts peer-finder with args after setup has adjusted the
+// command (its stdio, its session), and returns it with a channel that
+// yields its Wait result; it is killed at the end of the test.
+func startCommand(t *testing.T, setup func(*exec.Cmd), args ...string) (*exec.Cmd, chan error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
+	setup(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd, done
 }

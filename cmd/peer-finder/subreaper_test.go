@@ -51,20 +51,11 @@ func TestExecCommandReadsTerminal(t *testing.T) {
 	ptmx, tty := openPTY(t)
 	dir := t.TempDir()
 	got := filepath.Join(dir, "got")
-	cmd := exec.Command(binary, append(common(dns.Addr()), "--", "sh", "-c", "read line; echo \"$line\" > "+got)...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
-	cmd.Stdin = tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, done := startCommand(t, func(cmd *exec.Cmd) {
+		cmd.Stdin = tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}, append(common(dns.Addr()), "--", "sh", "-c", "read line; echo \"$line\" > "+got)...)
 	tty.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-	}()
 	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the terminal's output
 	if _, err := ptmx.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
