@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,14 +69,14 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 		return ExitOK
 	}
 	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, sigs, stop := stopOnSignals(ctx)
 	defer stop()
 	kc := newKubeClient(cfg, log) // one client for every part that talks to the API
 	if ev := startEvents(ctx, cfg, kc, log); ev != nil {
 		log = slog.New(ev.Handler(log.Handler()))
 		defer ev.Stop() // after the last record, "giving up" included
 	}
-	if err := run(ctx, cfg, kc, log, stdout); err != nil {
+	if err := run(ctx, cfg, kc, log, stdout, sigs); err != nil {
 		var ue *config.UsageError
 		switch {
 		case errors.As(err, &ue):
@@ -98,6 +99,62 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 		return ExitError
 	}
 	return ExitOK
+}
+
+// stopSignals end a run: TERM and INT always (in -- mode they are also
+// forwarded to the command), HUP and QUIT unless a -- command is running,
+// which then gets them instead (see forwarding). A sidecar or init container
+// has nothing to reload, and the Go runtime's default for these two (exit
+// 129 or a goroutine dump and exit 2) left a running hook's process group
+// behind; stopped through ctx instead, the hook's group gets SIGTERM and
+// the exit status is SIGTERM's.
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// forwarding is implemented by a sink that sends some signals to a process
+// it runs (the exec sink, while its command runs); such a signal does not
+// stop peer-finder.
+type forwarding interface {
+	Forwards(os.Signal) bool
+}
+
+// signalStop holds the running pipeline's forwarding sink, once built.
+type signalStop struct{ forwarder atomic.Pointer[forwarding] }
+
+// errSignal is the cause of a run stopped by a signal.
+var errSignal = errors.New("signal received")
+
+// stopOnSignals returns a context cancelled, with a cause naming the
+// signal, by the first of stopSignals that no sink forwards. SIGPIPE is
+// handled too and does nothing: peer-finder survives a closed stderr pipe
+// (a Go program dies of SIGPIPE on a write to fd 1 or 2 unless it handles
+// it); being handled rather than ignored, it is still default in hooks and
+// in the -- command.
+func stopOnSignals(parent context.Context) (context.Context, *signalStop, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := &signalStop{}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, stopSignals...)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				reload := sig == syscall.SIGHUP || sig == syscall.SIGQUIT
+				if f := stop.forwarder.Load(); reload && f != nil && (*f).Forwards(sig) {
+					continue
+				}
+				cancel(fmt.Errorf("%w: %v", errSignal, sig))
+			}
+		}
+	}()
+	return ctx, stop, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(context.Canceled)
+	}
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -153,7 +210,7 @@ func build(cfg *config.Config, kc *kubeClient, log *slog.Logger) (*pipeline, err
 	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks, kube: kc}, nil
 }
 
-func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, stdout io.Writer) error {
+func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, stdout io.Writer, sigs *signalStop) error {
 	p, err := build(cfg, kc, log)
 	if err != nil {
 		return err
@@ -184,6 +241,12 @@ func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logg
 			_ = reap.Run(reapCtx, reap.Options{Grace: reap.DefaultGrace, Logger: log})
 		}()
 		defer func() { stopReap(); <-reaped }()
+	}
+	for _, s := range p.sinks {
+		if f, ok := s.Sink.(forwarding); ok {
+			sigs.forwarder.Store(&f)
+			defer sigs.forwarder.Store(nil)
+		}
 	}
 	if err := runPipeline(ctx, p.engine, p.sinks); err != nil {
 		return err

@@ -242,6 +242,10 @@ func TestUsageErrorsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"-service=web", "-ns=a", "-domain=x"}, "-on-start"},
 		{[]string{"-on-start=/bin/true", "-ns=a", "-domain=x"}, "-service"},
 		{[]string{"-on-start=/bin/true", "-service=web", "-domain=x", "-dns-server=127.0.0.1:53", "-poll-period=fast"}, "-poll-period"},
+		// issue 36 #20: given twice, a single-value flag kept the last value.
+		{[]string{"-on-change=/bin/true", "-on-change=/bin/false", "-service=web", "-ns=a", "-domain=x", "-dns-server=127.0.0.1:53"}, "-on-change: given twice"},
+		{[]string{"-on-change=/bin/true", "-hook-timeout=1ns", "-service=web", "-ns=a", "-domain=x", "-dns-server=127.0.0.1:53"}, "-hook-timeout"},
+		{[]string{"-on-change=/bin/true", "-service=web", "-ns=a", "-domain=" + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60), "-dns-server=127.0.0.1:53"}, "-domain"},
 	} {
 		cmd := exec.Command(binary, tt.args...)
 		var stderr bytes.Buffer

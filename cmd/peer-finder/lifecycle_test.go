@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/elftest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 )
@@ -154,6 +155,8 @@ func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
 	noShebang := write("no-shebang", "echo hi\n", 0o755)
 	badInterp := write("bad-interp.sh", "#!/nonexistent/sh\n", 0o755)
 	good := write("good.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	crlf := write("crlf.sh", "#!/bin/sh\r\nexit 0\r\n", 0o755)
+	noLoader := write("no-loader", string(elftest.WithInterp(t, "/bin/true", "/nonexistent/ld-flock.so")), 0o755)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -164,6 +167,10 @@ func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
 		{"a directory", []string{"-on-change=" + dir}, "-on-change"},
 		{"no interpreter line", []string{"-on-start=" + good, "-on-change=" + noShebang}, "-on-change"},
 		{"missing interpreter", []string{"-on-start=" + badInterp}, "-on-start"},
+		{"CRLF #! line", []string{"-on-change=" + crlf}, "-on-change"}, // issue 36 #20
+		{"CRLF #! line on-start", []string{"-on-start=" + crlf}, "-on-start"},
+		{"ELF loader missing", []string{"-on-change=" + noLoader}, "-on-change"},
+		{"ELF loader missing after --", []string{"--", noLoader}, "--"},
 		{"command not found", []string{"--", "/nonexistent"}, "--"},
 		{"command not in PATH", []string{"--", "no-such-command-flock"}, "--"},
 		{"empty command", []string{"--", ""}, "peer-finder: --: "}, // not "---: " (issue 11 #18)

@@ -320,3 +320,31 @@ func siginfoPid(info *unix.Siginfo) int32 {
 	}
 	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off))
 }
+
+// KillGroup sends SIGTERM to the process group pgid and SIGKILL once grace
+// has passed, unless the whole group is gone by then. exited is closed when
+// the group leader has been waited for (it may be closed already). Members
+// left as zombies count until they are reaped, so with orphans coming to
+// this process a reaper (Run) should be running.
+func KillGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	select {
+	case <-exited:
+	case <-deadline.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return
+	}
+	// The leader is gone; other members (or their zombies) may remain.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(-pgid, 0) == nil {
+		select {
+		case <-deadline.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		case <-tick.C:
+		}
+	}
+}

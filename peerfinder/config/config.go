@@ -160,7 +160,7 @@ func NewFlagSet(c *Config, output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.DNSTimeout, "dns-timeout", 0, "Timeout of each DNS query; default the resolv.conf options timeout:, else 2s.")
 	fs.IntVar(&c.MinPeers, "min-peers", 1, "Deliver only when at least this many peers (self included) are visible.")
 	fs.DurationVar(&c.StableFor, "stable-for", 0, "Deliver only when the peer set has not changed for this long (coalesces churn during rolling starts).")
-	fs.DurationVar(&c.HookTimeout, "hook-timeout", 0, "Kill a hook's whole process group when it runs longer than this; 0 means no limit.")
+	fs.DurationVar(&c.HookTimeout, "hook-timeout", 0, "Kill a hook's whole process group when it runs longer than this: 0 (no limit) or at least 1s.")
 	fs.Func("format", "Hook stdin format: `lines` (sorted FQDNs joined by newlines, as upstream), lines-ip (each line the FQDN then the peer's IPs, space-separated) or json (a versioned document with every peer's fields).", func(s string) error {
 		f, err := hook.ParseFormat(s)
 		c.Format = f
@@ -206,11 +206,15 @@ func (v *verbosity) Set(s string) error {
 func Parse(args []string, env Env) (*Config, error) {
 	c := &Config{}
 	fs := NewFlagSet(c, io.Discard)
+	repeated := countSets(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
 		return nil, &UsageError{Err: err} // the flag package names the flag
+	}
+	if r := *repeated; r != nil {
+		return nil, usage(r.name, "given twice (%q, then %q): it takes one value", r.first, r.second)
 	}
 	if c.ShowVersion {
 		return c, nil
@@ -224,6 +228,48 @@ func Parse(args []string, env Env) (*Config, error) {
 		}
 	}
 	return c, c.complete(env)
+}
+
+// repeatableFlags take a value each time they are given; every other flag
+// takes one.
+var repeatableFlags = []string{"dns-server", "hosts-alias-template"}
+
+// repeat is the first single-value flag given a second time.
+type repeat struct{ name, first, second string }
+
+// countSets makes fs record, in the returned repeat, the first flag not in
+// repeatableFlags that is set twice: Go's flag package keeps the last value,
+// so -on-change=A -on-change=B would silently run only B.
+func countSets(fs *flag.FlagSet) **repeat {
+	var found *repeat
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(repeatableFlags, f.Name) {
+			f.Value = &onceValue{Value: f.Value, name: f.Name, found: &found}
+		}
+	})
+	return &found
+}
+
+// onceValue wraps a flag's Value and notes a second Set.
+type onceValue struct {
+	flag.Value
+	name  string
+	first *string // the value given first; nil until set
+	found **repeat
+}
+
+func (v *onceValue) Set(s string) error {
+	if v.first != nil && *v.found == nil {
+		*v.found = &repeat{name: v.name, first: *v.first, second: s}
+	}
+	v.first = &s
+	return v.Value.Set(s)
+}
+
+// IsBoolFlag keeps -once and -v usable without a value.
+func (v *onceValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // complete validates the flags and fills in defaults from env.
@@ -308,6 +354,10 @@ func (c *Config) complete(env Env) error {
 			return usage("domain", "%v", err)
 		}
 	}
+	if self := c.Self(); len(self) > maxNameLen {
+		return usage("domain", "this member's FQDN %s is %d octets, more than the %d a DNS name may have, so no answer can hold it; shorten -domain (%s), -service, -ns or -hostname",
+			self, len(self), maxNameLen, c.DomainSource)
+	}
 	c.DNSAttempts = 1
 	if resolv != nil {
 		if c.DNSTimeout == 0 {
@@ -335,8 +385,8 @@ func (c *Config) complete(env Env) error {
 		return usage("min-peers", "must not be negative, got %d", c.MinPeers)
 	case c.StableFor < 0:
 		return usage("stable-for", "must not be negative, got %v", c.StableFor)
-	case c.HookTimeout < 0:
-		return usage("hook-timeout", "must not be negative, got %v", c.HookTimeout)
+	case c.HookTimeout != 0 && c.HookTimeout < MinHookTimeout:
+		return usage("hook-timeout", "must be 0 (no limit) or at least %v, got %v", MinHookTimeout, c.HookTimeout)
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
 		return usage("log-format", "want text or json, got %q", c.LogFormat)
 	}
@@ -358,6 +408,12 @@ func (c *Config) complete(env Env) error {
 const (
 	// MinPollPeriod is the shortest -poll-period: at most 20 lookups a second.
 	MinPollPeriod = 50 * time.Millisecond
+	// MinHookTimeout is the shortest -hook-timeout other than 0: a shorter
+	// one kills a hook before a shell has started (1ns was accepted).
+	MinHookTimeout = time.Second
+	// maxNameLen is the longest DNS name in octets, without the final dot
+	// (RFC 1035 limits names to 255 octets on the wire).
+	maxNameLen = 253
 	// MaxMembers bounds -expect and the names of -hosts-expect.
 	MaxMembers = hostsfile.MaxExpected
 	// defaultDNSTimeout is the query timeout without -dns-timeout or a

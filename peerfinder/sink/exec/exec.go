@@ -11,6 +11,11 @@
 // that other parts of peer-finder (hook scripts) are waiting for. When
 // peer-finder is not pid 1 it registers as a child subreaper, so the
 // application's orphaned descendants are still reaped.
+//
+// The child runs in its own process group (in the foreground of the
+// terminal on stdin, if any). When it exits, however it ended, what is left
+// in that group gets SIGTERM and, after GroupKillGrace, SIGKILL, before Run
+// returns: a supervisor's background processes do not outlive it.
 package exec
 
 import (
@@ -28,6 +33,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flockd/flock/internal/reap"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -36,6 +43,11 @@ import (
 var ForwardedSignals = []os.Signal{
 	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 }
+
+// GroupKillGrace bounds the time between SIGTERM and SIGKILL for the
+// processes left in the child's process group after it exited (less when
+// Config.KillTimeout is shorter).
+const GroupKillGrace = 2 * time.Second
 
 // ErrExited is returned by Apply when the child has already exited.
 var ErrExited = errors.New("child process has exited")
@@ -290,6 +302,13 @@ func (s *Sink) start(d sink.Delivery) error {
 	cmd := osexec.Command(s.cfg.Argv[0], s.cfg.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.cfg.Env, s.cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
+	// Its own process group, killed when it exits (see Run); in the
+	// foreground of the terminal on stdin, if any, so an interactive
+	// command can still read it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if f, ok := s.cfg.Stdin.(*os.File); ok && isTerminal(f) {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
 	if s.cfg.Reap && os.Getpid() != 1 {
 		// Before the child starts, so none of its orphans escapes us.
 		if err := reap.SetSubreaper(); err != nil {
@@ -313,6 +332,27 @@ func (s *Sink) start(d sink.Delivery) error {
 	close(s.started)
 	s.log.Info("child started", "pid", cmd.Process.Pid, "generation", d.Generation)
 	return nil
+}
+
+// Forwards reports whether sig goes to the child: it is one of
+// Config.Forward and the child has started and not exited yet.
+func (s *Sink) Forwards(sig os.Signal) bool {
+	select {
+	case <-s.started:
+	default:
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	for _, f := range s.cfg.Forward {
+		if f == sig {
+			return true
+		}
+	}
+	return false
 }
 
 // Run implements sink.Runner. It reaps orphans from its start (with Reap),
@@ -360,6 +400,13 @@ func (s *Sink) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.done)
 	})
+	// What the child left in its group (background processes, re-parented
+	// to us as pid 1 or subreaper) must not outlive it: killed once it has
+	// exited, however it ended.
+	defer func() {
+		<-s.done
+		reap.KillGroup(cmd.Process.Pid, s.done, min(s.cfg.KillTimeout, GroupKillGrace))
+	}()
 	select {
 	case <-s.done:
 	case <-ctx.Done():
@@ -393,6 +440,12 @@ func (s *Sink) forward(ctx context.Context, cmd *osexec.Cmd, sigs <-chan os.Sign
 			}
 		}
 	}
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // ExitStatus is the shell-style status of a finished process: its exit code,

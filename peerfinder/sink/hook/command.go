@@ -2,6 +2,7 @@ package hook
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,9 +51,12 @@ func ParseCommand(s string) ([]string, error) {
 
 // Runnable reports why argv can never run, or nil: argv[0] is not found
 // (looked up in PATH when it has no slash), is a directory or not
-// executable, or is a script whose "#!" interpreter cannot run. A file that
-// starts with neither "#!" nor the ELF magic fails with "exec format error"
-// (no shell runs it for us), so it is refused too. A file that cannot be read
+// executable, is a script whose "#!" interpreter cannot run or whose "#!"
+// line ends in a carriage return (CRLF line ends: the kernel looks for
+// "/bin/sh\r"), or is an ELF binary whose loader (PT_INTERP, e.g.
+// /lib/ld-musl-x86_64.so.1 in a glibc image) is missing. A file that starts
+// with neither "#!" nor the ELF magic fails with "exec format error" (no
+// shell runs it for us), so it is refused too. A file that cannot be read
 // is given the benefit of the doubt.
 func Runnable(argv []string) error {
 	if len(argv) == 0 || argv[0] == "" {
@@ -81,10 +85,22 @@ func runnableFile(path string, depth int) error {
 	head = head[:n]
 	switch {
 	case bytes.HasPrefix(head, []byte("\x7fELF")):
+		interp, err := elfInterp(f)
+		if err != nil || interp == "" {
+			return nil // not ours to judge: the kernel decides
+		}
+		if _, err := os.Stat(interp); err != nil {
+			return fmt.Errorf("%s: its ELF loader (program interpreter) %s: %w; the binary was built for another system (glibc vs musl?)", path, interp, err)
+		}
 		return nil
 	case bytes.HasPrefix(head, []byte("#!")):
 		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
-		fields := strings.Fields(string(line))
+		if bytes.HasSuffix(line, []byte("\r")) {
+			return fmt.Errorf("%s: its #! line ends in a carriage return (CRLF line ends), so the kernel looks for the interpreter %q; convert it to LF line ends (dos2unix, or sed -i 's/\\r$//')",
+				path, strings.TrimLeft(string(line), " \t"))
+		}
+		// The kernel splits the #! line at spaces and tabs only.
+		fields := strings.FieldsFunc(string(line), func(r rune) bool { return r == ' ' || r == '\t' })
 		if len(fields) == 0 {
 			return fmt.Errorf("%s: empty #! line", path)
 		}
@@ -99,4 +115,60 @@ func runnableFile(path string, depth int) error {
 		return runnableFile(interp, depth+1)
 	}
 	return fmt.Errorf("%s: no #! interpreter line and not a binary, so it cannot be executed (exec format error); add e.g. #!/bin/sh as its first line", path)
+}
+
+// elfInterp returns the PT_INTERP path of the ELF file f, "" for a static
+// binary. It reads the ELF header and program headers itself (debug/elf
+// would link DWARF and compression code into peer-finder for this).
+func elfInterp(f io.ReaderAt) (string, error) {
+	var ident [64]byte
+	if _, err := f.ReadAt(ident[:], 0); err != nil {
+		return "", err
+	}
+	var bo binary.ByteOrder
+	switch ident[5] { // EI_DATA
+	case 1:
+		bo = binary.LittleEndian
+	case 2:
+		bo = binary.BigEndian
+	default:
+		return "", errors.New("unknown ELF byte order")
+	}
+	var phoff uint64
+	var phentsize, phnum uint16
+	switch ident[4] { // EI_CLASS
+	case 1:
+		phoff = uint64(bo.Uint32(ident[0x1c:]))
+		phentsize, phnum = bo.Uint16(ident[0x2a:]), bo.Uint16(ident[0x2c:])
+	case 2:
+		phoff = bo.Uint64(ident[0x20:])
+		phentsize, phnum = bo.Uint16(ident[0x36:]), bo.Uint16(ident[0x38:])
+	default:
+		return "", errors.New("unknown ELF class")
+	}
+	const ptInterp = 3
+	ph := make([]byte, phentsize)
+	for i := range uint64(phnum) {
+		if _, err := f.ReadAt(ph, int64(phoff+i*uint64(phentsize))); err != nil {
+			return "", err
+		}
+		if len(ph) < 4 || bo.Uint32(ph) != ptInterp {
+			continue
+		}
+		var off, size uint64
+		if ident[4] == 1 && len(ph) >= 20 {
+			off, size = uint64(bo.Uint32(ph[4:])), uint64(bo.Uint32(ph[16:]))
+		} else if len(ph) >= 40 {
+			off, size = bo.Uint64(ph[8:]), bo.Uint64(ph[32:])
+		}
+		if size == 0 || size > 4096 {
+			return "", errors.New("bad PT_INTERP size")
+		}
+		b := make([]byte, size)
+		if _, err := f.ReadAt(b, int64(off)); err != nil {
+			return "", err
+		}
+		return string(bytes.TrimRight(b, "\x00")), nil
+	}
+	return "", nil
 }

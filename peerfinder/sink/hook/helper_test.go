@@ -1,6 +1,7 @@
 package hook_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,6 +55,13 @@ func helperMain(args []string) int {
 			if strings.HasPrefix(k, "PEER_FINDER_") || k == "EXTRA" {
 				env[k] = v
 			}
+			if strings.HasPrefix(k, "PEER_FINDER_") && strings.HasSuffix(k, "_FILE") {
+				b, err := os.ReadFile(v) // removed after the run: read it now
+				if err != nil {
+					return 14
+				}
+				env[k+":content"] = string(b)
+			}
 		}
 		b, _ := json.Marshal(env)
 		return writeFile(args[0], b)
@@ -65,6 +73,16 @@ func helperMain(args []string) int {
 	case "output":
 		fmt.Print("hello\r\n\nworld")
 		fmt.Fprint(os.Stderr, "oops\n")
+		return 0
+	case "flood": // write args[0] lines of 99 'x' and a newline to stdout, one line to stderr
+		n, _ := strconv.Atoi(args[0])
+		line := strings.Repeat("x", 99) + "\n"
+		w := bufio.NewWriterSize(os.Stdout, 1<<16)
+		for range n {
+			_, _ = w.WriteString(line)
+		}
+		_ = w.Flush()
+		fmt.Fprintln(os.Stderr, "done")
 		return 0
 	case "discard": // read and drop stdin
 		if _, err := io.Copy(io.Discard, os.Stdin); err != nil {

@@ -18,14 +18,28 @@
 //	PEER_FINDER_BOOTSTRAP      "form" or "join"; unset when no role is known
 //
 // Space separation lets `for p in $PEER_FINDER_PEERS_ADDED` work in any
-// POSIX shell. A list longer than 64 KiB (roughly 1,500 FQDNs; a single
-// environment string may not exceed 128 KiB on Linux) leaves its variable
-// unset rather than failing the exec: a hook that needs it must then compare
-// stdin, which always holds the full set, with its own record.
+// POSIX shell. The lists are kept in the environment only while both fit:
+// each at most 64 KiB (roughly 1,500 FQDNs; a single environment string may
+// not exceed 128 KiB on Linux), and together within what the kernel leaves
+// of its limit on argv plus environment (a quarter of RLIMIT_STACK, at
+// least 128 KiB and at most 6 MiB) after the argv and the rest of the
+// environment. Otherwise neither is set and the hook gets instead
+//
+//	PEER_FINDER_PEERS_TRUNCATED      "1"
+//	PEER_FINDER_PEERS_ADDED_FILE     a file with the added FQDNs, one per line
+//	PEER_FINDER_PEERS_REMOVED_FILE   likewise for the removed ones
+//
+// The files are in a new directory under os.TempDir(), removed after the
+// run; a Warn record "hook peer lists passed in files" says so. When the
+// files cannot be written either (a read-only /tmp), the hook gets
+// PEER_FINDER_PEERS_TRUNCATED=1 alone, and must compare stdin, which always
+// holds the full set, with its own record.
 //
 // Each line the hook writes to stdout or stderr is logged at Info with the
 // message "hook output" and the keys hook ("on-start" or "on-change"),
-// stream ("stdout" or "stderr") and line. The pipes are closed shortly after
+// stream ("stdout" or "stderr") and line, up to MaxOutputLines records and
+// MaxOutputBytes bytes per run; the rest is read and dropped, and one Warn
+// record "hook output dropped" gives the dropped lines and bytes. The pipes are closed shortly after
 // the hook exits, so a background process it leaves behind should redirect
 // its output. Not reading stdin is fine: the hook may exit without reading
 // it, or read it slowly.
@@ -52,10 +66,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -69,6 +87,10 @@ const (
 	EnvPeersRemoved = "PEER_FINDER_PEERS_REMOVED"
 	EnvBootstrap    = "PEER_FINDER_BOOTSTRAP"
 	EnvSelfIP       = "PEER_FINDER_SELF_IP"
+
+	EnvPeersTruncated   = "PEER_FINDER_PEERS_TRUNCATED"
+	EnvPeersAddedFile   = "PEER_FINDER_PEERS_ADDED_FILE"
+	EnvPeersRemovedFile = "PEER_FINDER_PEERS_REMOVED_FILE"
 )
 
 // DefaultKillGrace is the time between SIGTERM and SIGKILL when
@@ -171,7 +193,9 @@ func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 		return nil
 	}
 	start := time.Now()
-	if err := h.run(ctx, name, argv, h.environ(d), stdin); err != nil {
+	env, cleanup := h.environ(d, name, argv)
+	defer cleanup()
+	if err := h.run(ctx, name, argv, env, stdin); err != nil {
 		h.last = nil
 		return err
 	}
@@ -199,9 +223,11 @@ func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
 	return append(append(slices.Clip(stdin), 0), d.Bootstrap...), nil
 }
 
-// environ returns the hook's environment for d.
-func (h *Hook) environ(d sink.Delivery) []string {
-	owned := []string{EnvEvent, EnvSelf, EnvSelfIP, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap}
+// environ returns the hook's environment for d, and a function that removes
+// the files it wrote for the peer lists, if any.
+func (h *Hook) environ(d sink.Delivery, name string, argv []string) ([]string, func()) {
+	owned := []string{EnvEvent, EnvSelf, EnvSelfIP, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap,
+		EnvPeersTruncated, EnvPeersAddedFile, EnvPeersRemovedFile}
 	base := os.Environ()
 	env := make([]string, 0, len(base)+len(h.cfg.Env)+len(owned))
 	for _, kv := range base {
@@ -223,21 +249,73 @@ func (h *Hook) environ(d sink.Delivery) []string {
 	if self, ok := d.Set.Get(d.Self); ok && len(self.IPs) > 0 {
 		env = append(env, EnvSelfIP+"="+strings.Join(self.IPs, " "))
 	}
-	env = appendList(env, EnvPeersAdded, d.Added)
-	env = appendList(env, EnvPeersRemoved, d.Removed)
 	if d.Bootstrap != "" {
 		env = append(env, EnvBootstrap+"="+d.Bootstrap)
 	}
-	return env
+	added := EnvPeersAdded + "=" + strings.Join(d.Added, " ")
+	removed := EnvPeersRemoved + "=" + strings.Join(d.Removed, " ")
+	left := execLimit() - execSize(argv, env) - execMargin
+	if len(added) < maxEnvList && len(removed) < maxEnvList && execSize(nil, []string{added, removed}) <= left {
+		return append(env, added, removed), func() {}
+	}
+	env = append(env, EnvPeersTruncated+"=1")
+	dir, err := writeLists(d.Added, d.Removed)
+	if err != nil {
+		h.log.Warn("hook peer lists too long for the environment and not written to files", "hook", name,
+			"added", len(d.Added), "removed", len(d.Removed), "err", err)
+		return env, func() {}
+	}
+	h.log.Warn("hook peer lists passed in files", "hook", name, "added", len(d.Added), "removed", len(d.Removed),
+		"bytes", len(added)+len(removed), "env_bytes_left", left, "dir", dir)
+	env = append(env, EnvPeersAddedFile+"="+filepath.Join(dir, "added"), EnvPeersRemovedFile+"="+filepath.Join(dir, "removed"))
+	return env, func() { _ = os.RemoveAll(dir) }
 }
 
-func appendList(env []string, key string, keys []string) []string {
-	n := len(key) + 1
-	for _, k := range keys {
-		n += len(k) + 1
+// writeLists writes added and removed, one FQDN per line, to the files
+// "added" and "removed" of a new directory under os.TempDir().
+func writeLists(added, removed []string) (string, error) {
+	dir, err := os.MkdirTemp("", "peer-finder-hook-")
+	if err != nil {
+		return "", fmt.Errorf("peer list files: %w", err)
 	}
-	if n > maxEnvList {
-		return env
+	for file, keys := range map[string][]string{"added": added, "removed": removed} {
+		var b strings.Builder
+		for _, k := range keys {
+			b.WriteString(k)
+			b.WriteByte('\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(b.String()), 0o644); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("peer list files: %w", err)
+		}
 	}
-	return append(env, key+"="+strings.Join(keys, " "))
+	return dir, nil
+}
+
+// execMargin is kept free of the exec limit for what execve adds (the
+// file name, and for a script the interpreter's path and arguments).
+const execMargin = 8 << 10
+
+// execLimit is the kernel's limit on argv plus environment for an execve
+// by this process (fs/exec.c): a quarter of RLIMIT_STACK, at most 6 MiB
+// (three quarters of the 8 MiB _STK_LIM), at least 128 KiB (ARG_MAX).
+func execLimit() int {
+	const floor, ceiling = 128 << 10, 6 << 20
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_STACK, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur/4 > ceiling {
+		return ceiling
+	}
+	return max(int(rl.Cur/4), floor)
+}
+
+// execSize is what argv and env count toward execLimit: each string with
+// its NUL, and a pointer for each.
+func execSize(argv, env []string) int {
+	n := 0
+	for _, list := range [][]string{argv, env} {
+		for _, s := range list {
+			n += len(s) + 1 + int(unsafe.Sizeof(uintptr(0)))
+		}
+	}
+	return n
 }

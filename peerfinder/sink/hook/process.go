@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/flockd/flock/internal/reap"
 )
 
 // outputDrain is how long the output pipes stay open after the hook exited,
@@ -21,6 +23,14 @@ const outputDrain = 500 * time.Millisecond
 // maxLine is the longest output line logged as one record; longer lines are
 // logged in pieces of this size.
 const maxLine = 16 << 10
+
+// The output of one run that is logged: at most MaxOutputLines records and
+// MaxOutputBytes bytes (newlines included), both streams together. The rest
+// is read and dropped, and counted in one "hook output dropped" record.
+const (
+	MaxOutputLines = 1000
+	MaxOutputBytes = 256 << 10
+)
 
 // run starts argv in a new process group with env and stdin, logs its
 // output, and waits for it. It always waits for a started process.
@@ -52,8 +62,9 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 		_, _ = p.inW.Write(stdin)
 		p.close(p.inW)
 	})
-	readers.Go(func() { h.logLines(ctx, p.outR, name, "stdout") })
-	readers.Go(func() { h.logLines(ctx, p.errR, name, "stderr") })
+	budget := &outputBudget{lines: MaxOutputLines, bytes: MaxOutputBytes}
+	readers.Go(func() { h.logLines(ctx, p.outR, name, "stdout", budget) })
+	readers.Go(func() { h.logLines(ctx, p.errR, name, "stderr", budget) })
 
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
 	if h.cfg.Timeout > 0 {
@@ -69,7 +80,7 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 		case <-runCtx.Done():
 		}
 		killCause = context.Cause(runCtx)
-		killGroup(pgid, exited, h.cfg.KillGrace)
+		reap.KillGroup(pgid, exited, h.cfg.KillGrace)
 	})
 
 	waitErr := cmd.Wait()
@@ -80,7 +91,7 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 			// Killed from outside (OOM killer, an operator): the run
 			// failed and is retried, so what is left of its process
 			// group is half-done work that would race the retry.
-			killGroup(pgid, exited, h.cfg.KillGrace)
+			reap.KillGroup(pgid, exited, h.cfg.KillGrace)
 		}
 	}
 	drained := make(chan struct{})
@@ -94,6 +105,10 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 	}
 	p.close(p.inW)
 	wg.Wait()
+	if budget.droppedLines > 0 {
+		h.log.Warn("hook output dropped", "hook", name, "dropped_lines", budget.droppedLines, "dropped_bytes", budget.droppedBytes,
+			"limit_lines", MaxOutputLines, "limit_bytes", MaxOutputBytes)
+	}
 
 	switch {
 	case errors.Is(killCause, ErrTimeout):
@@ -106,38 +121,37 @@ func (h *Hook) run(ctx context.Context, name string, argv, env []string, stdin [
 	return nil
 }
 
-// killGroup sends SIGTERM to the process group pgid and SIGKILL once grace
-// has passed, unless the whole group is gone by then. exited is closed when
-// the group leader has been waited for.
-func killGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-	select {
-	case <-exited:
-	case <-deadline.C:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return
-	}
-	// The leader is gone; other members (or their zombies) may remain.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(-pgid, 0) == nil {
-		select {
-		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
-		case <-tick.C:
-		}
-	}
+// outputBudget is what is left of a run's logged output; both streams'
+// readers share it.
+type outputBudget struct {
+	mu                         sync.Mutex
+	lines, bytes               int // left
+	droppedLines, droppedBytes int // read after the budget was spent; read after the readers ended
 }
 
-// logLines logs each line read from r until EOF or a read error.
-func (h *Hook) logLines(ctx context.Context, r *os.File, name, stream string) {
+// take reports whether a piece of n bytes is logged, and counts it as
+// dropped otherwise. Once one piece is dropped, all later ones are, so
+// the log holds a prefix of the output.
+func (b *outputBudget) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.droppedLines == 0 && b.lines > 0 && b.bytes >= n {
+		b.lines--
+		b.bytes -= n
+		return true
+	}
+	b.droppedLines++
+	b.droppedBytes += n
+	return false
+}
+
+// logLines logs each line read from r until EOF or a read error, while
+// budget lasts, and reads and drops the rest.
+func (h *Hook) logLines(ctx context.Context, r *os.File, name, stream string, budget *outputBudget) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
+		if len(line) > 0 && budget.take(len(line)) {
 			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 			h.log.LogAttrs(ctx, slog.LevelInfo, "hook output",
 				slog.String("hook", name), slog.String("stream", stream), slog.String("line", string(line)))
