@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -153,8 +152,7 @@ func (h *Hook) logLines(ctx context.Context, r *os.File, name, stream string, bu
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 && budget.take(len(line)) {
 			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-			h.log.LogAttrs(ctx, slog.LevelInfo, "hook output",
-				slog.String("hook", name), slog.String("stream", stream), slog.String("line", string(line)))
+			h.log.InfoContext(ctx, "hook output", "hook", name, "stream", stream, "line", string(line))
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
