@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,22 +91,13 @@ func (t Target) Describe(err error, verb string) string {
 	p := Classify(err, verb, t)
 	switch p.Class {
 	case "forbidden":
-		who := cmpOr(p.ServiceAccount(), p.User, "this client")
+		who := cmp.Or(p.ServiceAccount(), p.User, "this client")
 		return fmt.Sprintf("RBAC forbids %s to %s %s in namespace %s; grant %s: %s",
 			who, p.Verb, p.Resource, t.Namespace, strings.Join(t.Verbs, ","), t.Hint(p))
 	case "unauthorized":
 		return fmt.Sprintf("the API server rejects the credentials (401): %v", err)
 	}
 	return fmt.Sprintf("%s %s in namespace %s: %v", verb, t.Resource, t.Namespace, err)
-}
-
-func cmpOr(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // ListerWatcher lists and watches with and without a context.

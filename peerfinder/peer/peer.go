@@ -72,19 +72,7 @@ func (p Peer) Equal(q Peer) bool {
 		p.Ready == q.Ready && p.Serving == q.Serving && p.Terminating == q.Terminating &&
 		p.Pod == q.Pod && p.UID == q.UID && p.Node == q.Node && p.Zone == q.Zone &&
 		p.Ordinal == q.Ordinal && p.Role == q.Role && slices.Equal(p.Ports, q.Ports) &&
-		mapsEqual(p.Labels, q.Labels)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+		maps.Equal(p.Labels, q.Labels)
 }
 
 // Set is an immutable set of peers sorted by Key, with unique keys.

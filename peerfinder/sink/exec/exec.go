@@ -94,23 +94,14 @@ func ParseSignal(s string) (syscall.Signal, error) {
 		}
 		return syscall.Signal(n), nil
 	}
-	name := s
-	if len(name) > 3 && (name[:3] == "SIG" || name[:3] == "sig") {
-		name = name[3:]
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
 	}
-	for sig, nm := range signalNames {
-		if equalFold(nm, name) {
-			return sig, nil
-		}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
 	}
 	return 0, fmt.Errorf("unknown signal %q", s)
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGKILL: "KILL",
-	syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2", syscall.SIGTERM: "TERM", syscall.SIGWINCH: "WINCH",
-	syscall.SIGCONT: "CONT", syscall.SIGSTOP: "STOP", syscall.SIGALRM: "ALRM", syscall.SIGPWR: "PWR",
-	syscall.SIGTSTP: "TSTP", syscall.SIGTTIN: "TTIN", syscall.SIGTTOU: "TTOU",
 }
 
 // CheckReloadSignal reports why sig cannot be a reload signal: one the
@@ -132,19 +123,6 @@ func CheckReloadSignal(sig syscall.Signal) error {
 		return fmt.Errorf("signal %d out of range", int(sig))
 	}
 	return nil
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // Sink supervises one child process. Its first successful Apply starts the

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/need"
@@ -246,7 +247,7 @@ func TestNothingStartsBeforeFirstApply(t *testing.T) {
 
 func TestSignalForwarding(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2} {
-		name := strings.TrimPrefix(signalNames[sig], "SIG")
+		name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			got, ready := filepath.Join(dir, "got"), filepath.Join(dir, "ready")

@@ -38,6 +38,7 @@
 package dns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,10 +189,10 @@ func New(cfg Config) (*Source, error) {
 	s := &Source{
 		name:       name,
 		servers:    servers,
-		period:     cmpOr(cfg.Period, DefaultPeriod),
-		timeout:    cmpOr(cfg.Timeout, DefaultTimeout),
+		period:     cmp.Or(cfg.Period, DefaultPeriod),
+		timeout:    cmp.Or(cfg.Timeout, DefaultTimeout),
 		attempts:   max(cfg.Attempts, 1),
-		maxBackoff: cmpOr(cfg.MaxBackoff, DefaultMaxBackoff),
+		maxBackoff: cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff),
 		log:        cfg.Logger,
 		metrics:    cfg.Metrics,
 	}
@@ -203,13 +204,6 @@ func New(cfg Config) (*Source, error) {
 	s.tcp = &dns.Client{Net: "tcp", Timeout: s.timeout}
 	s.tcpFirst, s.last = make(map[string]bool), make(map[string]lastAnswer)
 	return s, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Run polls until ctx is done, following the source.Source contract, with

@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ func TestLookup(t *testing.T) {
 			for i, f := range tt.setup {
 				f(ss[i])
 			}
-			src, err := New(Config{Name: svc, Servers: addrs(ss), Timeout: cmpOr(tt.timeout, 2*time.Second)})
+			src, err := New(Config{Name: svc, Servers: addrs(ss), Timeout: cmp.Or(tt.timeout, 2*time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}
