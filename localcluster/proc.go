@@ -1,7 +1,6 @@
 package localcluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // startProc starts a component detached from the caller: its own session (so
@@ -43,24 +44,15 @@ func startProc(stateDir, name, bin string, args []string) (Proc, error) {
 
 // procStat returns the state letter and start time of pid from /proc.
 func procStat(pid int) (state byte, start uint64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	// The command name (field 2) is parenthesised and may contain spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64) // field 22: starttime
+	st, err := p.Stat()
 	if err != nil {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+		return 0, 0, err
 	}
-	return f[0][0], start, nil
+	return st.State[0], st.Starttime, nil
 }
 
 func procStartTime(pid int) (uint64, error) {

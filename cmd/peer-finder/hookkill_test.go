@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/prometheus/procfs"
 )
 
 // TestHookKilledFromOutsideIsRetriedWithNewestSet SIGKILLs a running hook's
@@ -86,13 +87,10 @@ func readPID(t *testing.T, path string) int {
 
 // running reports whether pid is a live process (not gone, not a zombie).
 func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return false
 	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-		return s[i+2] != 'Z'
-	}
-	return true
+	st, err := p.Stat()
+	return err == nil && st.State != "Z"
 }

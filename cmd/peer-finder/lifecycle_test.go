@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/flockd/flock/internal/testing/elftest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/prometheus/procfs"
 )
 
 // A command after -- that ignores SIGTERM is SIGKILLed after -kill-timeout
@@ -279,24 +279,11 @@ func zombiesOf(pid int) []int { return procChildren(pid, true) }
 func childrenOf(pid int) []int { return procChildren(pid, false) }
 
 func procChildren(pid int, zombies bool) []int {
-	entries, _ := os.ReadDir("/proc")
+	procs, _ := procfs.AllProcs()
 	var z []int
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && (f[0] == "Z" || !zombies) && f[1] == strconv.Itoa(pid) {
-			z = append(z, n)
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && (st.State == "Z" || !zombies) && st.PPID == pid {
+			z = append(z, p.PID)
 		}
 	}
 	return z

@@ -44,6 +44,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -234,44 +235,18 @@ func anyZombie() bool {
 // zombieChildren lists the pids of this process's children in state Z.
 func zombieChildren() ([]int, error) {
 	self := os.Getpid()
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil, fmt.Errorf("read /proc: %w", err)
 	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		state, ppid, ok := parseStat(b)
-		if ok && state == 'Z' && ppid == self {
-			pids = append(pids, pid)
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err == nil && st.State == "Z" && st.PPID == self { // else gone
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids, nil
-}
-
-// parseStat returns the state and parent pid from a /proc/<pid>/stat line:
-// "pid (comm) S ppid ...", where comm may contain spaces and parentheses.
-func parseStat(b []byte) (state byte, ppid int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+4 > len(b) {
-		return 0, 0, false
-	}
-	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 2 || len(fields[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return fields[0][0], ppid, true
 }
 
 // pidfdPids returns the pids for which this process holds a pidfd, read from

@@ -23,26 +23,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestParseStat(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		state byte
-		ppid  int
-		ok    bool
-	}{
-		{"123 (sh) Z 45 123 45 0 -1", 'Z', 45, true},
-		{"123 (a b) (c)) S 1 2 3", 'S', 1, true},
-		{"123 (sh", 0, 0, false},
-		{"123 (sh) ZZ 4 5", 0, 0, false},
-		{"123 (sh) Z x", 0, 0, false},
-	} {
-		state, ppid, ok := parseStat([]byte(tc.in))
-		if state != tc.state || ppid != tc.ppid || ok != tc.ok {
-			t.Errorf("parseStat(%q) = %c, %d, %v; want %c, %d, %v", tc.in, state, ppid, ok, tc.state, tc.ppid, tc.ok)
-		}
-	}
-}
-
 // zombiesOf waits until the zombie children of this process are exactly
 // want (compared as sets) or the deadline passes, and returns the last list.
 func waitZombies(t *testing.T, want int, d time.Duration) []int {

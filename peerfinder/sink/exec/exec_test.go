@@ -12,7 +12,6 @@ import (
 	osexec "os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
+	"github.com/prometheus/procfs"
 )
 
 // helperEnv makes the test binary act as a supervising peer-finder: it runs
@@ -373,24 +373,10 @@ func TestHandles(t *testing.T) {
 // command name, from the host's /proc.
 func childrenOf(pid int) (states map[int]string) {
 	states = map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		j := bytes.IndexByte(b, '(')
-		if i < 0 || j < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			states[p] = f[0] + " " + string(b[j+1:i])
+	procs, _ := procfs.AllProcs()
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			states[p.PID] = st.State + " " + st.Comm
 		}
 	}
 	return states

@@ -23,6 +23,7 @@ import (
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 	"github.com/flockd/flock/peerfinder/sink/hook"
+	"github.com/prometheus/procfs"
 )
 
 // delivery returns a delivery of n peers named peer-NNNN.svc.cluster.local
@@ -109,8 +110,8 @@ func gone(pid int, d time.Duration) bool {
 		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			return true
 		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if p, err := procfs.NewProc(pid); err == nil {
+			if st, err := p.Stat(); err == nil && st.State == "Z" {
 				return true
 			}
 		}
