@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +52,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flockd/flock/bench/internal/benchkit"
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/test/apps"
 )
@@ -297,7 +297,7 @@ feed:
 		fmt.Printf("\n%-13s %7s %11s %32s\n", "policy", "rounds", "flock first", "upstream - flock min/median/max")
 		for _, r := range rows {
 			fmt.Printf("%-13s %7d %11d %32s\n", r.policy, r.rounds, r.flockFirst,
-				fmt.Sprintf("%s / %s / %s", r.diffs[0], quantile(r.diffs, 0.5), r.diffs[len(r.diffs)-1]))
+				fmt.Sprintf("%s / %s / %s", r.diffs[0], benchkit.Percentile(r.diffs, 50).Round(100*time.Millisecond), r.diffs[len(r.diffs)-1]))
 		}
 	}
 	if bad {
@@ -327,15 +327,7 @@ func pair(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s / %s", quantile(ds, 0.5), quantile(ds, 0.99))
-}
-
-func quantile(ds []time.Duration, q float64) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1 // nearest rank
-	i = max(0, min(i, len(s)-1))
-	return s[i].Round(100 * time.Millisecond)
+	return fmt.Sprintf("%s / %s", benchkit.Percentile(ds, 50).Round(100*time.Millisecond), benchkit.Percentile(ds, 99).Round(100*time.Millisecond))
 }
 
 // cacheDNS restarts CoreDNS with "cache 30" and TTL 30 and returns the

@@ -354,24 +354,10 @@ func churn(ctx context.Context, c kubernetes.Interface, ns string, n, rounds int
 		d := lat[f.Name]
 		c1, _ := cpuTime(f.Cmd.Process.Pid)
 		st, _ := status(f.Cmd.Process.Pid)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s in %s\t%s\t%s\t%s\t\n", f.Name, pct(d, 50), pct(d, 99), pct(d, 100), len(d),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s in %s\t%s\t%s\t%s\t\n", f.Name, benchkit.Latency(d, 50), benchkit.Latency(d, 99), benchkit.Latency(d, 100), len(d),
 			cpu(c1-cpu0[f.Name]), elapsed.Round(time.Second), mib(st["VmHWM"]), mib(st["VmRSS"]), mib(st["RssAnon"]))
 	}
 	return w.Flush()
-}
-
-// pct is the p-th percentile of d by nearest rank.
-func pct(d []time.Duration, p int) string {
-	if len(d) == 0 {
-		return "-"
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := min(max((len(s)*p+99)/100, 1), len(s)) - 1
-	if s[i] < time.Second {
-		return fmt.Sprintf("%.1fms", float64(s[i])/float64(time.Millisecond))
-	}
-	return s[i].Round(time.Millisecond).String()
 }
 
 func setReady(ctx context.Context, c kubernetes.Interface, ns, pod string, ready bool) error {

@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -173,25 +172,10 @@ func run(rounds int, keep bool) error {
 	fmt.Fprintf(w, "finder\tp50\tp99\tmax\trounds\t\n")
 	for _, f := range finders {
 		d := lat[f.Name]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t\n", f.Name, pct(d, 50), pct(d, 99), pct(d, 100), len(d))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t\n", f.Name, benchkit.Latency(d, 50), benchkit.Latency(d, 99), benchkit.Latency(d, 100), len(d))
 	}
-	fmt.Fprintf(w, "(EndpointSlice lag after the pod)\t%s\t%s\t%s\t%d\t\n", pct(lag, 50), pct(lag, 99), pct(lag, 100), len(lag))
+	fmt.Fprintf(w, "(EndpointSlice lag after the pod)\t%s\t%s\t%s\t%d\t\n", benchkit.Latency(lag, 50), benchkit.Latency(lag, 99), benchkit.Latency(lag, 100), len(lag))
 	return w.Flush()
-}
-
-func pct(d []time.Duration, p int) string {
-	if len(d) == 0 {
-		return "-"
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100 // nearest rank
-	i = min(max(i, 1), len(s)) - 1
-	v := s[i]
-	if v < time.Second {
-		return fmt.Sprintf("%.1fms", float64(v)/float64(time.Millisecond))
-	}
-	return v.Round(time.Millisecond).String()
 }
 
 func setup(ctx context.Context, c kubernetes.Interface) (string, error) {
