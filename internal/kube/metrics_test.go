@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,13 +81,13 @@ func TestReporterMetrics(t *testing.T) {
 			t.Fatal("list succeeded")
 		}
 	}
-	if got := value(t, m.Failures.WithLabelValues(res, "list", "forbidden")); got != 3 {
+	if got := testutil.ToFloat64(m.Failures.WithLabelValues(res, "list", "forbidden")); got != 3 {
 		t.Errorf("forbidden list failures = %v, want 3", got)
 	}
-	if got := value(t, m.Failing.WithLabelValues(res)); got != 1 {
+	if got := testutil.ToFloat64(m.Failing.WithLabelValues(res)); got != 1 {
 		t.Errorf("failing = %v, want 1", got)
 	}
-	if got := value(t, m.Relists.WithLabelValues(res)); got != 0 {
+	if got := testutil.ToFloat64(m.Relists.WithLabelValues(res)); got != 0 {
 		t.Errorf("relists before any success = %v, want 0", got)
 	}
 
@@ -95,7 +95,7 @@ func TestReporterMetrics(t *testing.T) {
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, m.Failing.WithLabelValues(res)); got != 0 {
+	if got := testutil.ToFloat64(m.Failing.WithLabelValues(res)); got != 0 {
 		t.Errorf("failing after success = %v, want 0", got)
 	}
 
@@ -116,7 +116,7 @@ func TestReporterMetrics(t *testing.T) {
 		t.Fatal("no event")
 	}
 	w.Stop()
-	if got := value(t, m.Failures.WithLabelValues(res, "watch", "expired")); got != 1 {
+	if got := testutil.ToFloat64(m.Failures.WithLabelValues(res, "watch", "expired")); got != 1 {
 		t.Errorf("expired watch failures = %v, want 1", got)
 	}
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
@@ -127,14 +127,14 @@ func TestReporterMetrics(t *testing.T) {
 	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes}); err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, m.Relists.WithLabelValues(res)); got != 2 {
+	if got := testutil.ToFloat64(m.Relists.WithLabelValues(res)); got != 2 {
 		t.Errorf("relists = %v, want 2", got)
 	}
 	slw.watchErr = apierrors.NewServiceUnavailable("apiserver restarting")
 	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{}); err == nil {
 		t.Fatal("watch succeeded")
 	}
-	if got := value(t, m.Failures.WithLabelValues(res, "watch", "unavailable")); got != 1 {
+	if got := testutil.ToFloat64(m.Failures.WithLabelValues(res, "watch", "unavailable")); got != 1 {
 		t.Errorf("unavailable watch failures = %v, want 1", got)
 	}
 	if mfs, err := reg.Gather(); err != nil || len(mfs) != 3 {
@@ -148,17 +148,4 @@ func TestNilMetrics(t *testing.T) {
 	r.Succeeded()
 	var m *Metrics
 	m.relisted("x")
-}
-
-// value reads a counter or gauge.
-func value(t *testing.T, c prometheus.Metric) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Gauge != nil {
-		return m.GetGauge().GetValue()
-	}
-	return m.GetCounter().GetValue()
 }

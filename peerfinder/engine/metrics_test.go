@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flockd/flock/internal/testing/await"
@@ -43,12 +44,12 @@ func TestMetrics(t *testing.T) {
 	await.Send(t, src.in, names("web-1"), "a set without self")
 	waitVerdict(t, e, membership.WaitSelf, 1)
 	now.Store(t0.Add(3 * time.Second).UnixNano())
-	if got := value(t, m.verdict.WithLabelValues(string(membership.WaitSelf))); got != 1 {
+	if got := testutil.ToFloat64(m.verdict.WithLabelValues(string(membership.WaitSelf))); got != 1 {
 		t.Errorf("verdict %s = %v, want 1", membership.WaitSelf, got)
 	}
 	await.Send(t, src.in, names("web-0", "web-1"), "the first set")
 	await.Recv(t, rec.events, "the first delivery")
-	await.Until(t, func() bool { return value(t, m.firstDelivery) != 0 }, "flock_first_delivery_seconds to be set")
+	await.Until(t, func() bool { return testutil.ToFloat64(m.firstDelivery) != 0 }, "flock_first_delivery_seconds to be set")
 	now.Store(t0.Add(10 * time.Second).UnixNano())
 	await.Send(t, src.in, names("web-0", "web-1", "web-2"), "the second set")
 	await.Recv(t, rec.events, "the second delivery")
@@ -61,13 +62,13 @@ func TestMetrics(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"flock_first_delivery_seconds", value(t, m.firstDelivery), 3},
-		{"flock_published_generation", value(t, m.generation), 2},
-		{"flock_peers", value(t, m.peers), 3},
-		{"flock_source_snapshots_total", value(t, m.snapshots.WithLabelValues("test")), 3},
-		{"flock_sink_applies_total success", value(t, m.applies.WithLabelValues("rec", "success")), 2},
-		{"flock_membership_verdict publish", value(t, m.verdict.WithLabelValues(string(membership.Publish))), 1},
-		{"flock_membership_verdict self-not-found", value(t, m.verdict.WithLabelValues(string(membership.WaitSelf))), 0},
+		{"flock_first_delivery_seconds", testutil.ToFloat64(m.firstDelivery), 3},
+		{"flock_published_generation", testutil.ToFloat64(m.generation), 2},
+		{"flock_peers", testutil.ToFloat64(m.peers), 3},
+		{"flock_source_snapshots_total", testutil.ToFloat64(m.snapshots.WithLabelValues("test")), 3},
+		{"flock_sink_applies_total success", testutil.ToFloat64(m.applies.WithLabelValues("rec", "success")), 2},
+		{"flock_membership_verdict publish", testutil.ToFloat64(m.verdict.WithLabelValues(string(membership.Publish))), 1},
+		{"flock_membership_verdict self-not-found", testutil.ToFloat64(m.verdict.WithLabelValues(string(membership.WaitSelf))), 0},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -80,17 +81,4 @@ func TestMetrics(t *testing.T) {
 	if n := h.GetHistogram().GetSampleCount(); n != 2 {
 		t.Errorf("flock_sink_apply_duration_seconds{sink=rec} has %d samples, want 2", n)
 	}
-}
-
-// value reads a gauge or counter.
-func value(t *testing.T, c prometheus.Metric) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if g := m.GetGauge(); g != nil {
-		return g.GetValue()
-	}
-	return m.GetCounter().GetValue()
 }

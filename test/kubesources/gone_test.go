@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -60,12 +61,12 @@ func TestWatchGoneAfterEtcdCompaction(t *testing.T) {
 	fixture.Scale(t, c.Client, ns, 4)
 	w.waitNames(t, "web-0", "web-1", "web-2", "web-3")
 
-	expired := metricValue(t, metrics.Failures.WithLabelValues(res, "watch", "expired")) +
-		metricValue(t, metrics.Failures.WithLabelValues(res, "list", "expired"))
+	expired := testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "expired")) +
+		testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "expired"))
 	if expired < 1 {
 		t.Errorf("flock_kube_list_watch_failures_total{reason=expired} = %v after the compaction, want >= 1 (a 410 Gone)", expired)
 	}
-	if n := metricValue(t, metrics.Relists.WithLabelValues(res)); n < 1 {
+	if n := testutil.ToFloat64(metrics.Relists.WithLabelValues(res)); n < 1 {
 		t.Errorf("flock_kube_relists_total = %v, want >= 1", n)
 	}
 	for _, ps := range w.snapshots()[seen:] {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,13 +239,13 @@ func TestForbidden(t *testing.T) {
 	}
 	// Every retry is counted, the log line is not repeated.
 	forbiddenFailures := func() float64 {
-		return metricValue(t, metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
-			metricValue(t, metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
+		return testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
+			testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
 	}
 	if n := forbiddenFailures(); n < 2 {
 		t.Errorf("flock_kube_list_watch_failures_total{reason=forbidden} = %v, want >= 2 after 5s of retries", n)
 	}
-	if v := metricValue(t, metrics.Failing.WithLabelValues(res)); v != 1 {
+	if v := testutil.ToFloat64(metrics.Failing.WithLabelValues(res)); v != 1 {
 		t.Errorf("flock_kube_list_watch_failing = %v while forbidden, want 1", v)
 	}
 
@@ -268,24 +268,11 @@ func TestForbidden(t *testing.T) {
 	if n := len(logs.lines("succeed again")); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, strings.Join(logs.lines(""), ""))
 	}
-	if v := metricValue(t, metrics.Failing.WithLabelValues(res)); v != 0 {
+	if v := testutil.ToFloat64(metrics.Failing.WithLabelValues(res)); v != 0 {
 		t.Errorf("flock_kube_list_watch_failing = %v after recovery, want 0", v)
 	}
-	if n := metricValue(t, metrics.Relists.WithLabelValues(res)); n != 0 {
+	if n := testutil.ToFloat64(metrics.Relists.WithLabelValues(res)); n != 0 {
 		t.Errorf("flock_kube_relists_total = %v, want 0 (no list succeeded before)", n)
 	}
 	t.Logf("logs:\n%s", strings.Join(logs.lines(""), ""))
-}
-
-// metricValue reads a counter or gauge.
-func metricValue(t *testing.T, c prometheus.Metric) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Gauge != nil {
-		return m.GetGauge().GetValue()
-	}
-	return m.GetCounter().GetValue()
 }

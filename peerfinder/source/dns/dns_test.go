@@ -15,7 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/flockd/flock/internal/testing/await"
@@ -55,15 +55,6 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 func TestLookup(t *testing.T) {
@@ -205,13 +196,13 @@ func TestLookupTCPFallbackAndTruncationMetrics(t *testing.T) {
 	if got, err := src.Lookup(context.Background()); !errors.Is(err, ErrTruncated) || got != nil {
 		t.Fatalf("got %d peers, err %v; want ErrTruncated and no peers", len(got), err)
 	}
-	if v := counter(t, m.Truncated); v != 1 {
+	if v := testutil.ToFloat64(m.Truncated); v != 1 {
 		t.Errorf("truncated = %v, want 1", v)
 	}
-	if v := counter(t, m.Failures.WithLabelValues("truncated")); v != 1 {
+	if v := testutil.ToFloat64(m.Failures.WithLabelValues("truncated")); v != 1 {
 		t.Errorf("failures{truncated} = %v, want 1", v)
 	}
-	if v := counter(t, m.Lookups); v != 2 {
+	if v := testutil.ToFloat64(m.Lookups); v != 2 {
 		t.Errorf("lookups = %v, want 2", v)
 	}
 }
@@ -485,7 +476,7 @@ func TestRunStillTruncatedIsNotDelivered(t *testing.T) {
 			t.Fatalf("truncated answer delivered: %d peers", len(sent))
 		}
 	}
-	if v := counter(t, m.Truncated); v != 3 {
+	if v := testutil.ToFloat64(m.Truncated); v != 3 {
 		t.Errorf("truncated = %v, want 3", v)
 	}
 	if got := h.logs.messages(slog.LevelError); len(got) != 1 {
@@ -607,7 +598,7 @@ func TestLookupTCPAnswerWithoutAllGlue(t *testing.T) {
 	if got, err := src.Lookup(context.Background()); !errors.Is(err, ErrTruncated) || got != nil {
 		t.Fatalf("got %d peers, err %v; want ErrTruncated and no peers", len(got), err)
 	}
-	if v := counter(t, m.Truncated); v != 1 {
+	if v := testutil.ToFloat64(m.Truncated); v != 1 {
 		t.Errorf("truncated = %v, want 1", v)
 	}
 }
