@@ -75,17 +75,6 @@ func run(t *testing.T, s *Sink) (stop func()) {
 	return func() { cancel(); await.Done(t, done, "the campaign to end after cancel") }
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func delivery(gen uint64) sink.Delivery {
 	return sink.Delivery{Set: peer.NewSet(peer.Peer{FQDN: "a.svc", IPs: []string{"10.0.0.1"}}), Self: "a.svc", Generation: gen}
 }
@@ -97,7 +86,7 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 	ctx := context.Background()
 
 	stopA := run(t, a)
-	eventually(t, "a leading", a.Leading)
+	await.Until(t, a.Leading, "a leading")
 	stopB := run(t, b)
 	defer stopB()
 
@@ -120,7 +109,7 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 	rb.fails = 1
 	rb.mu.Unlock()
 	stopA() // releases the Lease
-	eventually(t, "b to take over and apply the newest set", func() bool { return len(rb.applied()) == 1 })
+	await.Until(t, func() bool { return len(rb.applied()) == 1 }, "b to take over and apply the newest set")
 	if got := rb.applied(); got[0] != 3 {
 		t.Errorf("b applied %v on taking over, want [3]", got)
 	}
@@ -146,7 +135,7 @@ func TestFollowGatesFollowers(t *testing.T) {
 	a := newSink(t, client, "a", &recorder{})
 	stopA := run(t, a)
 	defer stopA()
-	eventually(t, "a leading", a.Leading)
+	await.Until(t, a.Leading, "a leading")
 
 	inner, follow := &recorder{}, &recorder{fails: 1}
 	b, err := New(Config{Inner: inner, Follow: follow, Client: clientset.Wrap(client), Namespace: "ns", Name: "hosts-writer", Identity: "b",
@@ -202,7 +191,7 @@ func TestTakeoverOnlyAfterExpiry(t *testing.T) {
 	if b.Leading() {
 		t.Fatal("b took over a Lease that had not expired")
 	}
-	eventually(t, "b to take over the expired Lease", b.Leading)
+	await.Until(t, b.Leading, "b to take over the expired Lease")
 	l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "hosts-writer", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +217,7 @@ func TestWarningsOfTheHolder(t *testing.T) {
 	}
 	stopA := run(t, a)
 	defer stopA()
-	eventually(t, "a leading", a.Leading)
+	await.Until(t, a.Leading, "a leading")
 	stopB := run(t, b)
 	defer stopB()
 	if got := wa.Warnings(); len(got) != 1 {
@@ -266,7 +255,7 @@ func TestInnerRunsWhileLeading(t *testing.T) {
 	ra, rb := &runner{fail: make(chan error, 1)}, &runner{fail: make(chan error, 1)}
 	a, b := newSink(t, client, "a", ra), newSink(t, client, "b", rb)
 	stopA := run(t, a)
-	eventually(t, "a leading with its inner Run under way", func() bool { return a.Leading() && ra.active.Load() == 1 })
+	await.Until(t, func() bool { return a.Leading() && ra.active.Load() == 1 }, "a leading with its inner Run under way")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -274,7 +263,7 @@ func TestInnerRunsWhileLeading(t *testing.T) {
 	calls := len(client.Actions())
 	go func() { bDone <- b.Run(ctx) }()
 	// a renews and b tries every 100 ms: a few more calls mean b campaigned.
-	eventually(t, "b to campaign", func() bool { return len(client.Actions()) >= calls+6 })
+	await.Until(t, func() bool { return len(client.Actions()) >= calls+6 }, "b to campaign")
 	if b.Leading() {
 		t.Fatal("b leads while a holds the Lease")
 	}
@@ -285,7 +274,7 @@ func TestInnerRunsWhileLeading(t *testing.T) {
 	if n := ra.active.Load(); n != 0 {
 		t.Fatalf("a stopped, its inner Run still under way (%d)", n)
 	}
-	eventually(t, "b leading with its inner Run under way", func() bool { return b.Leading() && rb.active.Load() == 1 })
+	await.Until(t, func() bool { return b.Leading() && rb.active.Load() == 1 }, "b leading with its inner Run under way")
 
 	boom := errors.New("child exited 3")
 	rb.fail <- boom
@@ -334,7 +323,7 @@ func TestHolderPreviewsAndRestores(t *testing.T) {
 	}
 	pb := sink.Sink(b).(sink.Previewer)
 	stopA := run(t, a)
-	eventually(t, "a leading", a.Leading)
+	await.Until(t, a.Leading, "a leading")
 	stopB := run(t, b)
 	defer stopB()
 
@@ -355,9 +344,9 @@ func TestHolderPreviewsAndRestores(t *testing.T) {
 	}
 
 	stopA()
-	eventually(t, "b to take over and preview the newest held set", func() bool {
+	await.Until(t, func() bool {
 		return strings.Contains(read(pathB), "10.0.0.1\tweb-0")
-	})
+	}, "b to take over and preview the newest held set")
 	if err := b.Apply(ctx, sink.Delivery{Set: peer.NewSet(web0, web1), Self: web0.FQDN, Generation: 1, First: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +357,8 @@ func TestHolderPreviewsAndRestores(t *testing.T) {
 	if err := os.WriteFile(pathB, []byte(base), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the holder to restore its block", func() bool {
+	await.Until(t, func() bool {
 		got := read(pathB)
 		return strings.Contains(got, "10.0.0.1\tweb-0") && strings.Contains(got, "10.0.0.2\tweb-1")
-	})
+	}, "the holder to restore its block")
 }
