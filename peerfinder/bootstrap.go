@@ -52,6 +52,6 @@ func (b *bootstrapParts) sizeSource() engine.SizeSource {
 }
 
 // role is the engine's RoleFunc.
-func (b *bootstrapParts) role(ctx context.Context, set peer.Set, self string) (string, error) {
-	return b.roler.Role(ctx, set, self)
+func (b *bootstrapParts) role(ctx context.Context, set peer.Set, self string) (role, former string, err error) {
+	return b.roler.Bootstrap(ctx, set, self)
 }

@@ -40,8 +40,19 @@ func TestLeaseClaimAndRead(t *testing.T) {
 	if err != nil || former(got) != (formed{Pod: "db-0", UID: "u0"}) {
 		t.Fatalf("second Claim() = %v, %v; want the first record kept", got, err)
 	}
-	if rec, err := l.Read(ctx); err != nil || former(rec) != (formed{Pod: "db-0", UID: "u0"}) {
-		t.Fatalf("Read() = %v, %v", rec, err)
+	if rec, err := l.Read(ctx); err != nil || former(rec) != (formed{Pod: "db-0", UID: "u0"}) || rec.Member != fqdn("db-0") {
+		t.Fatalf("Read() = %+v, %v; want db-0, u0, member %s", rec, err, fqdn("db-0"))
+	}
+	// The roles carry the former read from the Lease.
+	for _, pod := range []string{"db-0", "db-1"} {
+		r := &Roler{Lease: l, Pod: pod, UID: "u-" + pod}
+		if pod == "db-0" {
+			r.UID = "u0"
+		}
+		set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+		if _, got, err := r.Bootstrap(ctx, set, fqdn(pod)); err != nil || got != fqdn("db-0") {
+			t.Errorf("%s: former = %q, %v; want %s", pod, got, err, fqdn("db-0"))
+		}
 	}
 	obj, err := c.CoordinationV1().Leases("ns").Get(ctx, "db-formed", metav1.GetOptions{})
 	if err != nil {

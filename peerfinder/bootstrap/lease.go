@@ -218,7 +218,7 @@ func setMembers(obj *coordinationv1.Lease, members []Member) error {
 func recordOf(obj *coordinationv1.Lease) *Record {
 	r := &Record{version: obj.ResourceVersion}
 	if h := obj.Spec.HolderIdentity; h != nil && *h != "" {
-		r.Pod, r.UID = *h, obj.Annotations[AnnotationUID]
+		r.Pod, r.UID, r.Member = *h, obj.Annotations[AnnotationUID], obj.Annotations[AnnotationMember]
 	}
 	if s, ok := obj.Annotations[AnnotationMembers]; ok {
 		var ms []Member

@@ -58,6 +58,8 @@ type Record struct {
 	// Pod and UID identify the pod that formed the cluster; both are empty
 	// while no member formed yet and members told to join are listed.
 	Pod, UID string
+	// Member is the key (FQDN) of the member that formed, when recorded.
+	Member string
 	// Members are the data identities of the member that formed and of the
 	// members told to join since; nil in a record written before members
 	// were recorded (its cluster's existence cannot be checked).
@@ -95,6 +97,12 @@ type Decision struct {
 	// Role is empty with reason ClusterGone: no role until a member forms.
 	Role   Role
 	Reason Reason
+	// Former is the key (FQDN) of the member that formed or forms the
+	// cluster, the one joiners target: Self when told to form; with a
+	// record naming a former, its recorded member; without one, the
+	// visible peer with the lowest ordinal. Empty when not known (no role,
+	// or a record that names no member key).
+	Former string
 	// Detail explains the decision in words.
 	Detail string
 	// Claim is set when Role is Form and a record is in use but names nobody
@@ -111,13 +119,40 @@ type Decision struct {
 // Decide applies the bootstrap rule (see the package documentation). It is
 // pure: the caller reads the record before and writes it after.
 func Decide(in Input) Decision {
+	d := decide(in)
+	d.Former = formerOf(in, d)
+	return d
+}
+
+// formerOf is Decision.Former for d, decided for in. A member told to join
+// never targets itself (a pod-0 re-created without its data, whose name the
+// record holds): it gets the lowest other visible ordinal.
+func formerOf(in Input, d Decision) string {
+	switch r := in.Record; {
+	case d.Role == Form:
+		return in.Self
+	case d.Role == "":
+		return ""
+	case in.UseRecord && r != nil && r.Pod != "" && !in.Stale && r.Member != in.Self:
+		return r.Member // "" when the record names no member key
+	}
+	former, lowest := "", -1
+	for _, p := range in.Set.Peers() {
+		if p.Ordinal >= 0 && p.Key() != in.Self && (lowest < 0 || p.Ordinal < lowest) {
+			former, lowest = p.Key(), p.Ordinal
+		}
+	}
+	return former
+}
+
+func decide(in Input) Decision {
 	if in.UseRecord {
 		if in.SelfUID == "" {
 			return Decision{Role: Join, Reason: SelfIdentityUnset,
 				Detail: "this pod's UID is unknown, so a recorded formation cannot be attributed; set POD_UID from the downward API (metadata.uid) or allow get on pods"}
 		}
 		if r := in.Record; r != nil && in.Stale && r.UID != in.SelfUID {
-			d := Decide(Input{Self: in.Self, Set: in.Set, FirstOrdinal: in.FirstOrdinal, UseRecord: true, SelfPod: in.SelfPod, SelfUID: in.SelfUID})
+			d := decide(Input{Self: in.Self, Set: in.Set, FirstOrdinal: in.FirstOrdinal, UseRecord: true, SelfPod: in.SelfPod, SelfUID: in.SelfUID})
 			if d.Role == Join {
 				return Decision{Reason: ClusterGone,
 					Detail: fmt.Sprintf("the data of every member in the cluster record (formed by %s) is gone, so that cluster no longer exists; waiting for a member that forms a new one (%s)", r.Pod, d.Detail)}

@@ -199,3 +199,37 @@ func TestRegister(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideFormer: the member joiners target is self when told to form,
+// the recorded member with a record, else the lowest visible ordinal.
+func TestDecideFormer(t *testing.T) {
+	fresh := peer.NewSet(member("db-0", 0), member("db-1", 1), member("db-2", 2))
+	other := &Record{Pod: "db-0", UID: "u0", Member: fqdn("db-0")}
+	for _, tt := range []struct {
+		name string
+		in   Input
+		want string
+	}{
+		{"forms: self", Input{Self: fqdn("db-0"), Set: fresh}, fqdn("db-0")},
+		{"joins by ordinal: the first ordinal", Input{Self: fqdn("db-2"), Set: fresh}, fqdn("db-0")},
+		{"joins, first ordinal not visible: the lowest visible",
+			Input{Self: fqdn("db-2"), Set: peer.NewSet(member("db-1", 1), member("db-2", 2))}, fqdn("db-1")},
+		{"no ordinals, no record: unknown",
+			Input{Self: fqdn("api-a"), Set: peer.NewSet(member("api-a", -1), member("api-b", -1))}, ""},
+		{"record names another member: the recorded one",
+			Input{Self: fqdn("db-1"), Set: peer.NewSet(member("db-1", 1), member("db-2", 2)), UseRecord: true, SelfPod: "db-1", SelfUID: "u1", Record: other},
+			fqdn("db-0")},
+		{"pod-0 re-created after data loss joins: never itself, the lowest other",
+			Input{Self: fqdn("db-0"), Set: fresh, UseRecord: true, SelfPod: "db-0", SelfUID: "u0-new", Record: other}, fqdn("db-1")},
+		{"record naming no member key: unknown",
+			Input{Self: fqdn("db-1"), Set: fresh, UseRecord: true, SelfPod: "db-1", SelfUID: "u1", Record: &Record{Pod: "db-0", UID: "u0"}}, ""},
+		{"record names self: self",
+			Input{Self: fqdn("db-0"), Set: fresh, UseRecord: true, SelfPod: "db-0", SelfUID: "u0", Record: other}, fqdn("db-0")},
+		{"stale record, no role yet: unknown",
+			Input{Self: fqdn("db-2"), Set: fresh, UseRecord: true, SelfPod: "db-2", SelfUID: "u2", Record: &Record{Pod: "db-0", UID: "u0", Member: fqdn("db-0"), Members: []Member{{Pod: "db-0", UID: "u0"}}}, Stale: true}, ""},
+	} {
+		if got := Decide(tt.in).Former; got != tt.want {
+			t.Errorf("%s: Former = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -118,27 +118,34 @@ func (r *Roler) member(ctx context.Context) (Member, error) {
 // after a role was decided once, that role is kept and the failure logged,
 // so an API outage does not hold back later peer sets.
 func (r *Roler) Role(ctx context.Context, set peer.Set, self string) (string, error) {
+	role, _, err := r.Bootstrap(ctx, set, self)
+	return role, err
+}
+
+// Bootstrap is Role with the former it decided too (Decision.Former): the
+// engine's RoleFunc.
+func (r *Roler) Bootstrap(ctx context.Context, set peer.Set, self string) (role, former string, err error) {
 	d, err := r.decide(ctx, set, self)
 	if err != nil {
 		r.mu.Lock()
 		last := r.last
 		r.mu.Unlock()
 		if last.Role == "" {
-			return "", err
+			return "", "", err
 		}
 		if r.Logger != nil {
 			r.Logger.Warn("cannot read the cluster record; keeping the bootstrap role", "role", last.Role, "err", err)
 		}
-		return string(last.Role), nil
+		return string(last.Role), last.Former, nil
 	}
 	r.mu.Lock()
 	changed := d != r.last
 	r.last = d
 	r.mu.Unlock()
 	if changed && r.Logger != nil {
-		r.Logger.Info("bootstrap role", "role", d.Role, "reason", d.Reason, "detail", d.Detail)
+		r.Logger.Info("bootstrap role", "role", d.Role, "reason", d.Reason, "detail", d.Detail, "former", d.Former)
 	}
-	return string(d.Role), nil
+	return string(d.Role), d.Former, nil
 }
 
 // conflicts paces the re-reads after a write lost to another member's:

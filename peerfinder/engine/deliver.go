@@ -57,6 +57,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		failures int
 		roleGen  uint64
 		role     string
+		former   string
 		holding  bool
 	)
 	for {
@@ -85,15 +86,15 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		}
 		var err error
 		if e.cfg.Role != nil && roleGen != t.gen {
-			var r string
-			if r, err = e.cfg.Role(ctx, t.set, e.cfg.Membership.Self); err == nil {
-				role, roleGen = r, t.gen
+			var r, f string
+			if r, f, err = e.cfg.Role(ctx, t.set, e.cfg.Membership.Self); err == nil {
+				role, former, roleGen = r, f, t.gen
 			} else {
 				err = fmt.Errorf("bootstrap role: %w", err)
 			}
 		}
 		if err == nil {
-			err = e.applyRound(ctx, states, t, role)
+			err = e.applyRound(ctx, states, t, role, former)
 		}
 		if ctx.Err() != nil {
 			return
@@ -143,7 +144,7 @@ func applied(states []sinkState, gen uint64) bool {
 // applyRound applies t to every sink that has not applied it yet, in order.
 // A failing sink that holds back the later ones ends the round; the
 // others' failures are joined.
-func (e *Engine) applyRound(ctx context.Context, states []sinkState, t target, role string) error {
+func (e *Engine) applyRound(ctx context.Context, states []sinkState, t target, role, former string) error {
 	var errs []error
 	for i, s := range e.cfg.Sinks {
 		st := &states[i]
@@ -153,7 +154,7 @@ func (e *Engine) applyRound(ctx context.Context, states []sinkState, t target, r
 		added, removed := peer.Diff(st.set, t.set)
 		d := sink.Delivery{
 			Set: t.set, Self: e.cfg.Membership.Self, Generation: t.gen, First: !st.applied,
-			Added: added, Removed: removed, Bootstrap: role,
+			Added: added, Removed: removed, Bootstrap: role, Former: former,
 		}
 		began := e.cfg.Now()
 		err := s.Sink.Apply(ctx, d)

@@ -53,8 +53,9 @@ type SizeSource interface {
 }
 
 // RoleFunc returns the bootstrap role ("form", "join" or "") for a set about
-// to be delivered. An error is retried like a failed sink.
-type RoleFunc func(ctx context.Context, set peer.Set, self string) (string, error)
+// to be delivered, and the key of the member that formed or forms (""
+// when unknown). An error is retried like a failed sink.
+type RoleFunc func(ctx context.Context, set peer.Set, self string) (role, former string, err error)
 
 // Config configures an Engine. Sources and Sinks are required.
 type Config struct {

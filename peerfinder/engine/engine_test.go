@@ -99,6 +99,27 @@ func TestOnceDeliversFirstSetAndReturns(t *testing.T) {
 	}
 }
 
+// TestRoleAndFormerReachSinks: the role function's role and former are in
+// every sink's delivery.
+func TestRoleAndFormerReachSinks(t *testing.T) {
+	rec := &recorder{}
+	e := New(Config{
+		Sources:    []NamedSource{{"static", static.Source{Peers: names("web-1", "web-0")}}},
+		Sinks:      []NamedSink{{"rec", rec}},
+		Membership: membership.Options{Self: self},
+		Once:       true,
+		Role: func(context.Context, peer.Set, string) (string, string, error) {
+			return "join", "web-1.web.ns.svc.cluster.local", nil
+		},
+	})
+	if err := run(t, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.got) != 1 || rec.got[0].Bootstrap != "join" || rec.got[0].Former != "web-1.web.ns.svc.cluster.local" {
+		t.Fatalf("deliveries = %+v, want one with role join and former web-1", rec.got)
+	}
+}
+
 func TestWaitsForSelfThenDeliversChanges(t *testing.T) {
 	src := chanSource{in: make(chan []peer.Peer)}
 	rec := &recorder{events: make(chan sink.Delivery, 10)}

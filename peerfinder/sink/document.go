@@ -15,7 +15,7 @@ const DocumentVersion = 1
 // Document is the JSON form of a Delivery, shared by every sink that emits
 // JSON (hook stdin with -format=json, the JSON file sink). It is level-based:
 // it holds the whole set, not what changed, so equal sets give equal bytes
-// for equal Self, Generation and Bootstrap.
+// for equal Self, Generation, Bootstrap and Former.
 type Document struct {
 	// Version is DocumentVersion.
 	Version int `json:"version"`
@@ -25,6 +25,9 @@ type Document struct {
 	Generation uint64 `json:"generation"`
 	// Bootstrap is "form" or "join" when known, omitted otherwise.
 	Bootstrap string `json:"bootstrap,omitempty"`
+	// Former is the key (FQDN) of the member that formed the cluster, the
+	// one joiners target, when known; omitted otherwise.
+	Former string `json:"former,omitempty"`
 	// Peers are all members in key order; never null.
 	Peers []peer.Peer `json:"peers"`
 }
@@ -41,6 +44,7 @@ func NewDocument(d Delivery) Document {
 		Self:       d.Self,
 		Generation: d.Generation,
 		Bootstrap:  d.Bootstrap,
+		Former:     d.Former,
 		Peers:      peers,
 	}
 }

@@ -30,7 +30,7 @@ func TestDocumentSchema(t *testing.T) {
 	if v := schema["properties"].(map[string]any)["version"].(map[string]any)["const"]; v != float64(DocumentVersion) {
 		t.Errorf("schema is for version %v, documents are version %d", v, DocumentVersion)
 	}
-	full := Delivery{Self: "db-0.db.ns.svc.cluster.local", Generation: 7, Bootstrap: "join", Set: peer.NewSet(
+	full := Delivery{Self: "db-0.db.ns.svc.cluster.local", Generation: 7, Bootstrap: "join", Former: "db-1.db.ns.svc.cluster.local", Set: peer.NewSet(
 		peer.Peer{FQDN: "db-0.db.ns.svc.cluster.local", Name: "db-0", IPs: []string{"10.0.0.1", "fd00::1"}, Ready: true, Serving: true, Terminating: true,
 			Pod: "db-0", UID: "u0", Node: "n1", Zone: "z1", Ordinal: 0, Role: "worker",
 			Ports: []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}}, Labels: map[string]string{"app": "db"}},

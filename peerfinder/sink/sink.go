@@ -26,6 +26,10 @@ type Delivery struct {
 	Added, Removed []string
 	// Bootstrap is "form" or "join" when a bootstrap role is known, else "".
 	Bootstrap string
+	// Former is the key (FQDN) of the member that formed the cluster (or
+	// forms it: Self when Bootstrap is "form"), the member joiners target;
+	// "" when unknown.
+	Former string
 }
 
 // Sink applies a peer set to the outside world.

@@ -27,7 +27,8 @@ import (
 // are pods that all call themselves web-0 (a re-created pod-0 racing its
 // predecessor), which the ordinal rule alone would all tell form. Every
 // third round starts from an existing Lease that names nobody, so the
-// claims race on update instead of create.
+// claims race on update instead of create. Every member is given the one
+// that formed as its former.
 func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 	const rounds, members = 50, 10
 	c := clustertest.Get(t)
@@ -81,7 +82,7 @@ func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 				Pod:   pod, UID: fmt.Sprintf("uid-%d-%d", round, i),
 			}
 		}
-		roles := make([]string, members)
+		roles, formers := make([]string, members), make([]string, members)
 		errs := make([]error, members)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -91,7 +92,7 @@ func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 			set := peer.NewSet(ps[i])
 			wg.Go(func() {
 				<-start
-				roles[i], errs[i] = rolers[i].Role(ctx, set, selves[i])
+				roles[i], formers[i], errs[i] = rolers[i].Bootstrap(ctx, set, selves[i])
 			})
 		}
 		close(start)
@@ -118,6 +119,12 @@ func TestRolerClaimRaceExactlyOneForms(t *testing.T) {
 		}
 		if want := fmt.Sprintf("uid-%d-%d", round, formed[0]); rec.UID != want {
 			t.Fatalf("round %d: lease names uid %s, but member %d (uid %s) was told form", round, rec.UID, formed[0], want)
+		}
+		// Every member targets the one that formed (PEER_FINDER_FORMER).
+		for i, f := range formers {
+			if f != selves[formed[0]] {
+				t.Fatalf("round %d: member %d (%s) was given former %q, want %s", round, i, roles[i], f, selves[formed[0]])
+			}
 		}
 	}
 	if lost.Load() == 0 {

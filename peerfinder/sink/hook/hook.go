@@ -86,6 +86,7 @@ const (
 	EnvPeersAdded   = "PEER_FINDER_PEERS_ADDED"
 	EnvPeersRemoved = "PEER_FINDER_PEERS_REMOVED"
 	EnvBootstrap    = "PEER_FINDER_BOOTSTRAP"
+	EnvFormer       = "PEER_FINDER_FORMER"
 	EnvSelfIP       = "PEER_FINDER_SELF_IP"
 
 	EnvPeersTruncated   = "PEER_FINDER_PEERS_TRUNCATED"
@@ -209,7 +210,8 @@ func (h *Hook) Apply(ctx context.Context, d sink.Delivery) error {
 
 // inputKey is what a run of the hook receives, for deciding whether the
 // next delivery changes it: stdin (the names in the lines format; the
-// document without its generation in json) and the bootstrap role. An IP,
+// document without its generation in json), the bootstrap role and the
+// former. An IP,
 // port or readiness change alone does not re-run a lines-format hook, as
 // upstream runs on-change only when the list of names changes.
 func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
@@ -220,13 +222,13 @@ func (h *Hook) inputKey(d sink.Delivery, stdin []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(append(slices.Clip(stdin), 0), d.Bootstrap...), nil
+	return append(append(append(append(slices.Clip(stdin), 0), d.Bootstrap...), 0), d.Former...), nil
 }
 
 // environ returns the hook's environment for d, and a function that removes
 // the files it wrote for the peer lists, if any.
 func (h *Hook) environ(d sink.Delivery, name string, argv []string) ([]string, func()) {
-	owned := []string{EnvEvent, EnvSelf, EnvSelfIP, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap,
+	owned := []string{EnvEvent, EnvSelf, EnvSelfIP, EnvGeneration, EnvPeersAdded, EnvPeersRemoved, EnvBootstrap, EnvFormer,
 		EnvPeersTruncated, EnvPeersAddedFile, EnvPeersRemovedFile}
 	base := os.Environ()
 	env := make([]string, 0, len(base)+len(h.cfg.Env)+len(owned))
@@ -251,6 +253,9 @@ func (h *Hook) environ(d sink.Delivery, name string, argv []string) ([]string, f
 	}
 	if d.Bootstrap != "" {
 		env = append(env, EnvBootstrap+"="+d.Bootstrap)
+	}
+	if d.Former != "" {
+		env = append(env, EnvFormer+"="+d.Former)
 	}
 	added := EnvPeersAdded + "=" + strings.Join(d.Added, " ")
 	removed := EnvPeersRemoved + "=" + strings.Join(d.Removed, " ")

@@ -259,6 +259,7 @@ func TestApplyWritesStdin(t *testing.T) {
 func TestApplyEnvironment(t *testing.T) {
 	// Inherited values of our variables must not leak through; others must.
 	t.Setenv(hook.EnvBootstrap, "stale")
+	t.Setenv(hook.EnvFormer, "stale")
 	t.Setenv(hook.EnvPeersAdded, "stale")
 	t.Setenv(hook.EnvSelfIP, "stale")
 	t.Setenv("PEER_FINDER_USER_SETTING", "kept")
@@ -285,6 +286,8 @@ func TestApplyEnvironment(t *testing.T) {
 		{name: "change", modify: func(*sink.Delivery) {}, want: with(hook.EnvEvent, "change")},
 		{name: "start with role", modify: func(d *sink.Delivery) { d.First, d.Bootstrap = true, "form" },
 			want: with(hook.EnvEvent, "start", hook.EnvBootstrap, "form")},
+		{name: "joins the former", modify: func(d *sink.Delivery) { d.Bootstrap, d.Former = "join", "zk-1.zk.ns.svc.cluster.local" },
+			want: with(hook.EnvEvent, "change", hook.EnvBootstrap, "join", hook.EnvFormer, "zk-1.zk.ns.svc.cluster.local")},
 		{name: "nothing removed", modify: func(d *sink.Delivery) { d.Removed = nil },
 			want: with(hook.EnvEvent, "change", hook.EnvPeersRemoved, "")},
 		{name: "self with IPs", modify: func(d *sink.Delivery) {
