@@ -116,7 +116,7 @@ type SinkStatus struct {
 	Failing, Pending bool
 	Err              string
 	// HoldsBack tells whether a failure of this sink holds back the sinks
-	// after it (see sink.Gate).
+	// after it (see sink.Blocking).
 	HoldsBack bool
 }
 
@@ -183,9 +183,9 @@ func (e *Engine) logVerdict(v membership.Verdict) {
 }
 
 // holdsBack reports whether a failure of s holds back the sinks after it:
-// yes unless s implements sink.Gate and says no.
+// yes unless s implements sink.Blocking and says no.
 func holdsBack(s sink.Sink) bool {
-	if g, ok := s.(sink.Gate); ok {
+	if g, ok := s.(sink.Blocking); ok {
 		return g.HoldsBack()
 	}
 	return true

@@ -43,12 +43,14 @@ type Sink interface {
 	Apply(ctx context.Context, d Delivery) error
 }
 
-// Gate is an optional capability of a Sink: HoldsBack reports whether a
-// failure of the sink holds back the sinks after it (they wait until it
-// succeeds). A sink that does not implement Gate holds them back, since what
-// it does may be their input (files a hook reads, an on-start hook before
-// the command). Either way the failing sink is retried with the newest set.
-type Gate interface {
+// Blocking is an optional capability of a Sink: HoldsBack reports whether
+// a failure of the sink holds back the sinks after it (they wait until it
+// succeeds). A sink that does not implement Blocking holds them back, since
+// what it does may be their input (files a hook reads, an on-start hook
+// before the command). Either way the failing sink is retried with the
+// newest set. (Membership's gates decide whether a set is delivered at
+// all; this decides only the order of sinks when one fails.)
+type Blocking interface {
 	HoldsBack() bool
 }
 

@@ -166,7 +166,7 @@ func New(opts Options) (*Sink, error) {
 	return &Sink{opts: opts, namer: n, log: log.With("sink", "hosts-file", "path", opts.Path)}, nil
 }
 
-// HoldsBack implements sink.Gate: only with WaitForAll does a failure of
+// HoldsBack implements sink.Blocking: only with WaitForAll does a failure of
 // the hosts file hold back the sinks after it (their start needs every
 // expected name). Otherwise a file that cannot be written (read-only, a
 // stray marker written by someone else) is retried and reported while hooks

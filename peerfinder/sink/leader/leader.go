@@ -135,10 +135,10 @@ func (s *Sink) Leading() bool {
 	return s.leading != nil && s.leading.Err() == nil
 }
 
-// HoldsBack forwards Inner's sink.Gate decision (holding back when Inner
+// HoldsBack forwards Inner's sink.Blocking decision (holding back when Inner
 // does not implement it).
 func (s *Sink) HoldsBack() bool {
-	if g, ok := s.cfg.Inner.(sink.Gate); ok {
+	if g, ok := s.cfg.Inner.(sink.Blocking); ok {
 		return g.HoldsBack()
 	}
 	return true
