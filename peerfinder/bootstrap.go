@@ -9,6 +9,7 @@ import (
 	"github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
+	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -21,9 +22,9 @@ type bootstrapParts struct {
 	ns, pod  string
 }
 
-func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) (*bootstrapParts, error) {
+func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient, em events.Emitter) (*bootstrapParts, error) {
 	b := &bootstrapParts{kube: kc, ns: cfg.Namespace, pod: cfg.Bootstrap.PodName}
-	b.roler = &bootstrap.Roler{Pod: cfg.Bootstrap.PodName, UID: cfg.Bootstrap.PodUID, Logger: log}
+	b.roler = &bootstrap.Roler{Pod: cfg.Bootstrap.PodName, UID: cfg.Bootstrap.PodUID, Logger: log, Events: em}
 	if !cfg.Bootstrap.NeedsAPI() {
 		return b, nil
 	}
@@ -33,7 +34,7 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registe
 	}
 	if cfg.Bootstrap.ExpectAuto {
 		b.replicas = &bootstrap.Replicas{Client: client, Namespace: cfg.Namespace, Pod: cfg.Bootstrap.PodName, InitMode: cfg.InitMode(),
-			Logger: log.With("component", "expect"), Metrics: kc.Metrics(reg)}
+			Logger: log.With("component", "expect"), Metrics: kc.Metrics(reg), Events: em, OnForbidden: forbiddenEvents(em)}
 		b.roler.FirstOrdinal = b.replicas.FirstOrdinal
 	}
 	if cfg.Bootstrap.ClusterLease != "" {

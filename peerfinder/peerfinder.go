@@ -23,6 +23,7 @@ import (
 	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
+	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/membership"
 )
 
@@ -72,33 +73,38 @@ func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.
 	ctx, sigs, stop := stopOnSignals(ctx)
 	defer stop()
 	kc := newKubeClient(cfg, log) // one client for every part that talks to the API
-	if ev := startEvents(ctx, cfg, kc, log); ev != nil {
-		log = slog.New(ev.Handler(log.Handler()))
-		defer ev.Stop() // after the last record, "giving up" included
+	em, stopEvents := startEvents(ctx, cfg, kc, log)
+	defer stopEvents() // after the last Event, the bootstrap timeout's included
+	return exitStatus(run(ctx, cfg, kc, log, em, stdout, sigs), log, em, stderr)
+}
+
+// exitStatus maps the outcome of run to peer-finder's exit status, logging
+// why it failed and emitting the BootstrapTimeout Event.
+func exitStatus(err error, log *slog.Logger, em events.Emitter, stderr io.Writer) int {
+	if err == nil {
+		return ExitOK
 	}
-	if err := run(ctx, cfg, kc, log, stdout, sigs); err != nil {
-		var ue *config.UsageError
-		switch {
-		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "peer-finder: %v\n", err)
-			return ExitUsage
-		case errors.Is(err, engine.ErrBootstrapTimeout):
-			log.Error("giving up", "err", err)
-			return ExitBootstrapTimeout
-		case errors.Is(err, errHeldBack):
-			return ExitError
-		case errors.Is(err, errNotDelivered):
-			log.Error("stopped", "err", err)
-			return ExitNotDelivered
-		}
-		var ex interface{ ExitStatus() int } // see sink.Runner
-		if errors.As(err, &ex) {
-			return ex.ExitStatus() // the command after --, as its status
-		}
-		log.Error("peer-finder failed", "err", err)
+	var ue *config.UsageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "peer-finder: %v\n", err)
+		return ExitUsage
+	case errors.Is(err, engine.ErrBootstrapTimeout):
+		log.Error("giving up", "err", err)
+		em.Emit(events.BootstrapTimeout(err))
+		return ExitBootstrapTimeout
+	case errors.Is(err, errHeldBack):
 		return ExitError
+	case errors.Is(err, errNotDelivered):
+		log.Error("stopped", "err", err)
+		return ExitNotDelivered
 	}
-	return ExitOK
+	var ex interface{ ExitStatus() int } // see sink.Runner
+	if errors.As(err, &ex) {
+		return ex.ExitStatus() // the command after --, as its status
+	}
+	log.Error("peer-finder failed", "err", err)
+	return ExitError
 }
 
 // stopSignals end a run: TERM and INT always (in -- mode they are also
@@ -179,11 +185,13 @@ type pipeline struct {
 	kube     *kubeClient // shared by every part that talks to the API
 }
 
-func build(cfg *config.Config, kc *kubeClient, log *slog.Logger) (*pipeline, error) {
+// build builds the pipeline; em is told of the Events its parts decide
+// (nil: none).
+func build(cfg *config.Config, kc *kubeClient, log *slog.Logger, em events.Emitter) (*pipeline, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector())
 
-	sources, err := buildSources(cfg, log, reg, kc)
+	sources, err := buildSources(cfg, log, reg, kc, em)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +199,7 @@ func build(cfg *config.Config, kc *kubeClient, log *slog.Logger) (*pipeline, err
 	if err != nil {
 		return nil, err
 	}
-	boot, err := buildBootstrap(cfg, log, reg, kc)
+	boot, err := buildBootstrap(cfg, log, reg, kc, em)
 	if err != nil {
 		return nil, err
 	}
@@ -206,12 +214,13 @@ func build(cfg *config.Config, kc *kubeClient, log *slog.Logger) (*pipeline, err
 		Once:             cfg.InitMode(),
 		Logger:           log,
 		Metrics:          engine.NewMetrics(reg),
+		Events:           em,
 	})
 	return &pipeline{engine: eng, registry: reg, sources: sources, opts: opts, boot: boot, sinks: sinks, kube: kc}, nil
 }
 
-func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, stdout io.Writer, sigs *signalStop) error {
-	p, err := build(cfg, kc, log)
+func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, em events.Emitter, stdout io.Writer, sigs *signalStop) error {
+	p, err := build(cfg, kc, log, em)
 	if err != nil {
 		return err
 	}

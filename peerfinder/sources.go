@@ -8,6 +8,7 @@ import (
 
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
+	"github.com/flockd/flock/peerfinder/events"
 	dnssource "github.com/flockd/flock/peerfinder/source/dns"
 	"github.com/flockd/flock/peerfinder/source/endpointslice"
 	"github.com/flockd/flock/peerfinder/source/pods"
@@ -16,8 +17,9 @@ import (
 
 // buildSources creates the sources the command line asks for, in the order
 // of -source. The engine publishes the union by FQDN of their latest
-// snapshots once every one of them has reported.
-func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient) ([]engine.NamedSource, error) {
+// snapshots once every one of them has reported. A forbidden Kubernetes
+// source is a Forbidden Event on em (nil: none).
+func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, kc *kubeClient, em events.Emitter) ([]engine.NamedSource, error) {
 	var out []engine.NamedSource
 	for _, name := range cfg.Kube.Sources {
 		l := log.With("source", name)
@@ -47,8 +49,9 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 					Service: cfg.Service, Namespace: cfg.Namespace, Domain: cfg.Domain,
 					IncludeNotReady: cfg.Kube.IncludeNotReady,
 				},
-				Logger:  l,
-				Metrics: kc.Metrics(reg),
+				Logger:      l,
+				Metrics:     kc.Metrics(reg),
+				OnForbidden: forbiddenEvents(em),
 			})
 			if err != nil {
 				return nil, err
@@ -70,6 +73,7 @@ func buildSources(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 				SelfPod:          cfg.Bootstrap.PodName,
 				Logger:           l,
 				Metrics:          kc.Metrics(reg),
+				OnForbidden:      forbiddenEvents(em),
 			})
 			if err != nil {
 				return nil, err

@@ -23,7 +23,7 @@ func TestBuildSourcesRegistersKubeMetricsOnce(t *testing.T) {
 	kc := &kubeClient{}
 	kc.once.Do(func() { kc.c = clientset.Wrap(fake.NewClientset()) })
 	reg := prometheus.NewPedanticRegistry()
-	srcs, err := buildSources(cfg, slog.New(slog.DiscardHandler), reg, kc)
+	srcs, err := buildSources(cfg, slog.New(slog.DiscardHandler), reg, kc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestBuildInfoMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	p, err := build(cfg, newKubeClient(cfg, log), log)
+	p, err := build(cfg, newKubeClient(cfg, log), log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

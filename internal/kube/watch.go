@@ -112,10 +112,11 @@ type ListerWatcher interface {
 // again; repeats of the same failure go to debug. It is safe for
 // concurrent use.
 type Reporter struct {
-	target  Target
-	log     *slog.Logger
-	now     func() time.Time
-	metrics *Metrics
+	target      Target
+	log         *slog.Logger
+	now         func() time.Time
+	metrics     *Metrics
+	onForbidden func(Forbidden)
 
 	mu       sync.Mutex
 	failing  string // Problem.Class of the current run of failures; "" when healthy
@@ -136,6 +137,24 @@ func NewReporter(t Target, log *slog.Logger) *Reporter {
 // returns r. Call it before r is used.
 func (r *Reporter) WithMetrics(m *Metrics) *Reporter {
 	r.metrics = m
+	return r
+}
+
+// Forbidden is a request RBAC forbids, as a Reporter tells its
+// OnForbidden callback.
+type Forbidden struct {
+	// Verb, Resource and Namespace are what was refused.
+	Verb, Resource, Namespace string
+	// Needs are the verbs to grant, comma-separated; Fix says how
+	// (Target.Hint).
+	Needs, Fix string
+}
+
+// OnForbidden makes r call f (nil: nothing) when requests start being
+// forbidden, once per run of failures as the log line, and returns r. f
+// must not block (peer-finder posts an Event). Call it before r is used.
+func (r *Reporter) OnForbidden(f func(Forbidden)) *Reporter {
+	r.onForbidden = f
 	return r
 }
 
@@ -160,10 +179,15 @@ func (r *Reporter) Failed(ctx context.Context, verb string, err error) {
 	r.failing = p.Class
 	switch p.Class {
 	case "forbidden":
+		f := Forbidden{Verb: p.Verb, Resource: p.Resource, Namespace: r.target.Namespace,
+			Needs: strings.Join(r.target.Verbs, ","), Fix: r.target.Hint(p)}
 		r.log.Error("kubernetes API forbids reading peers; keeping the last peer set and retrying with backoff",
-			"verb", p.Verb, "resource", p.Resource, "namespace", r.target.Namespace,
+			"verb", f.Verb, "resource", f.Resource, "namespace", f.Namespace,
 			"serviceaccount", p.ServiceAccount(), "user", p.User,
-			"needs", strings.Join(r.target.Verbs, ","), "fix", r.target.Hint(p))
+			"needs", f.Needs, "fix", f.Fix)
+		if r.onForbidden != nil {
+			r.onForbidden(f)
+		}
 	case "unauthorized":
 		r.log.Error("kubernetes API rejects the credentials; keeping the last peer set and retrying with backoff",
 			"verb", verb, "resource", r.target.Resource, "namespace", r.target.Namespace, "err", err)

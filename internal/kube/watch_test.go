@@ -61,3 +61,25 @@ func TestReporterLogsOncePerState(t *testing.T) {
 		t.Errorf("Err after recovery = %v", r.Err())
 	}
 }
+
+// OnForbidden hears of a forbidden run of failures once, with what the
+// log line says: what was refused, the verbs to grant and how.
+func TestReporterOnForbiddenOncePerState(t *testing.T) {
+	var got []Forbidden
+	r := NewReporter(target, nil).OnForbidden(func(f Forbidden) { got = append(got, f) })
+	ctx := context.Background()
+	for range 3 {
+		r.Failed(ctx, "list", forbidden())
+	}
+	r.Failed(ctx, "list", errors.New("connection refused")) // not forbidden: no call
+	r.Succeeded()
+	r.Failed(ctx, "list", forbidden()) // a new run of failures
+	if len(got) != 2 {
+		t.Fatalf("OnForbidden called %d times, want 2 (once per run of forbidden failures): %+v", len(got), got)
+	}
+	f := got[0]
+	if f.Verb != "watch" || f.Resource != "endpointslices.discovery.k8s.io" || f.Namespace != "db" || f.Needs != "list,watch" ||
+		!strings.Contains(f.Fix, "--serviceaccount=db:zk") {
+		t.Errorf("OnForbidden(%+v), want watch endpointslices.discovery.k8s.io in db, needs list,watch, a fix for db:zk", f)
+	}
+}

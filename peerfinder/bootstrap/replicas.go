@@ -16,6 +16,7 @@ import (
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/retry"
+	"github.com/flockd/flock/peerfinder/events"
 )
 
 // ErrNoStatefulSet is returned by Replicas.Run when this pod is not
@@ -37,6 +38,12 @@ type Replicas struct {
 	// Metrics counts the StatefulSet watch's failures and relists with the
 	// sources' (nil: none).
 	Metrics *kube.Metrics
+	// Events is told when RBAC forbids reading this pod
+	// (events.OwnPodForbidden); nil: never.
+	Events events.Emitter
+	// OnForbidden is told when RBAC forbids the StatefulSet watch, as the
+	// sources' (kube.Reporter.OnForbidden); nil: never.
+	OnForbidden func(kube.Forbidden)
 	// RetryMin and RetryMax bound the backoff while the pod cannot be read.
 	// Defaults: 1s and 30s.
 	RetryMin, RetryMax time.Duration
@@ -113,8 +120,12 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 		func(err error, retryIn time.Duration) {
 			if msg := err.Error(); msg != lastErr {
 				lastErr = msg
+				forbidden := apierrors.IsForbidden(err)
 				log.Error("cannot read own pod for -expect=auto, retrying", "pod", r.Pod, "namespace", r.Namespace,
-					"forbidden", apierrors.IsForbidden(err), "retry_in", retryIn, "err", err)
+					"forbidden", forbidden, "retry_in", retryIn, "err", err)
+				if forbidden {
+					events.OrNop(r.Events).Emit(events.OwnPodForbidden(err))
+				}
 			}
 		})
 	if err != nil {
@@ -129,7 +140,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 	log.Info("expected size follows statefulset", "statefulset", name)
 
 	target := kube.Target{Resource: "statefulsets.apps", Namespace: r.Namespace, Verbs: []string{"list", "watch"}}
-	rep := kube.NewReporter(target, log).WithMetrics(r.Metrics)
+	rep := kube.NewReporter(target, log).WithMetrics(r.Metrics).OnForbidden(r.OnForbidden)
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	sent := -1
 	return kube.Watcher[size]{

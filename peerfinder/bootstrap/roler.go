@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -30,6 +31,9 @@ type Roler struct {
 	// FirstOrdinal returns the StatefulSet's first ordinal; nil means 0.
 	FirstOrdinal func() int
 	Logger       *slog.Logger
+	// Events is told of each decided or changed role (events.BootstrapRole);
+	// nil: none.
+	Events events.Emitter
 
 	mu   sync.Mutex
 	self *Member // read once from Data
@@ -142,8 +146,11 @@ func (r *Roler) Bootstrap(ctx context.Context, set peer.Set, self string) (role,
 	changed := d != r.last
 	r.last = d
 	r.mu.Unlock()
-	if changed && r.Logger != nil {
-		r.Logger.Info("bootstrap role", "role", d.Role, "reason", d.Reason, "detail", d.Detail, "former", d.Former)
+	if changed {
+		if r.Logger != nil {
+			r.Logger.Info("bootstrap role", "role", d.Role, "reason", d.Reason, "detail", d.Detail, "former", d.Former)
+		}
+		events.OrNop(r.Events).Emit(events.BootstrapRole(string(d.Role), string(d.Reason), d.Detail))
 	}
 	return string(d.Role), d.Former, nil
 }

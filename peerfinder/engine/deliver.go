@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/retry"
+	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -188,6 +189,7 @@ func (e *Engine) delivered(t target, role string) bool {
 	e.mu.Unlock()
 	e.cfg.Logger.Info("peers delivered", "generation", t.gen, "peers", t.set.Len(), "role", role)
 	if first {
+		e.cfg.Events.Emit(events.PeersDelivered(t.set.Len(), t.gen, role))
 		if m := e.cfg.Metrics; m != nil {
 			m.firstDelivery.Set(e.cfg.Now().Sub(e.start).Seconds())
 		}

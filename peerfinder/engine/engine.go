@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -79,6 +80,10 @@ type Config struct {
 	Role    RoleFunc
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Events is told of the first delivery and of a sink failing and
+	// recovering (events.PeersDelivered, SinkFailing, SinkRecovered); nil:
+	// none.
+	Events events.Emitter
 	// Clock makes the timers (bootstrap timeout, stable-for recheck, sink
 	// retries) and, unless Now is set, tells the time; nil: the real clock.
 	// Tests inject k8s.io/utils/clock/testing's FakeClock.
@@ -152,6 +157,7 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Events = events.OrNop(cfg.Events)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -218,8 +224,10 @@ func (e *Engine) sinkResult(i int, err error) {
 		e.cfg.Logger.Info("sink waiting", "sink", name, "holds_back_later_sinks", st.HoldsBack, "for", err)
 	case err != nil && !pending && (!wasFailing || wasErr != msg):
 		e.cfg.Logger.Warn("sink failing", "sink", name, "holds_back_later_sinks", st.HoldsBack, "err", err)
+		e.cfg.Events.Emit(events.SinkFailing(name, err))
 	case err == nil && wasFailing:
 		e.cfg.Logger.Info("sink recovered", "sink", name)
+		e.cfg.Events.Emit(events.SinkRecovered(name))
 	case err == nil && wasPending:
 		e.cfg.Logger.Info("sink done waiting", "sink", name)
 	}

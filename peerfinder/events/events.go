@@ -1,198 +1,160 @@
-// Package events posts Kubernetes Events on peer-finder's own pod for the
-// changes of state an operator looks for with kubectl describe pod: the
-// first delivery, the bootstrap role, a sink (hook or file) failing and
-// recovering, the bootstrap timeout and a forbidden API request.
+// Package events is what peer-finder says on its own pod as Kubernetes
+// Events, for the changes of state an operator looks for with kubectl
+// describe pod: the first delivery, the bootstrap role, a sink (hook or
+// file) failing and recovering, the bootstrap timeout and a forbidden API
+// request.
 //
-// The Events mirror log records: each of these changes is logged exactly
-// once, with a constant message, where it happens, so Handler (a
-// slog.Handler in front of the real one) turns those records into Events
-// (Of is the pure mapping) and no component knows about Events. Sending
-// (events.k8s.io/v1, reporting controller "peer-finder") is asynchronous,
-// dropping when the queue is full, so posting never blocks delivery; a
-// repeat of an Event within seriesWindow updates its series (count and last
-// time) instead of creating another, as client-go's events broadcaster does.
-// The broadcaster itself is not used: it links client-go's clientset and
-// every API group (see bench/README.md, "Footprint"). When RBAC forbids
-// creating Events, one warning is logged and nothing else changes.
+// The component that decides such a change calls an Emitter with the
+// Event built by this package's constructor for its reason, next to its log
+// line; the log line and the Event are independent, so renaming one does
+// not touch the other. Package recorder posts them (events.k8s.io/v1). This
+// package is a leaf: the engine and bootstrap import it without the
+// Kubernetes client.
 package events
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
 	"sync"
-	"sync/atomic"
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/flockd/flock/internal/kube"
 )
 
 // Controller is the Events' reportingController.
 const Controller = "peer-finder"
 
-// Event is one Event to post on the pod.
+// Reason is an Event's reason, CamelCase.
+type Reason string
+
+// The reasons peer-finder posts.
+const (
+	ReasonPeersDelivered   Reason = "PeersDelivered"
+	ReasonBootstrapRole    Reason = "BootstrapRole"
+	ReasonSinkFailing      Reason = "SinkFailing"
+	ReasonSinkRecovered    Reason = "SinkRecovered"
+	ReasonBootstrapTimeout Reason = "BootstrapTimeout"
+	ReasonForbidden        Reason = "Forbidden"
+)
+
+// Event types, as corev1.EventTypeNormal and corev1.EventTypeWarning.
+const (
+	Normal  = "Normal"
+	Warning = "Warning"
+)
+
+// Actions: what peer-finder was doing.
+const (
+	actionDeliver   = "Deliver"
+	actionBootstrap = "Bootstrap"
+	actionDiscover  = "Discover"
+)
+
+// Event is one Event to post on the pod. It is comparable: the recorder
+// counts repeats of an equal Event as one series.
 type Event struct {
-	Type   string // corev1.EventTypeNormal or corev1.EventTypeWarning
-	Reason string // CamelCase, e.g. BootstrapRole
+	Type   string // Normal or Warning
+	Reason Reason
 	Action string // what peer-finder was doing, e.g. Deliver
 	Note   string
 }
 
-// Recorder posts Events on one pod. Post never blocks; Stop sends what is
-// queued, waiting a bounded time.
-type Recorder struct {
-	log       *slog.Logger
-	client    *kube.Client
-	namespace string
-	pod, uid  string
-	instance  string // reportingInstance
-	now       func() time.Time
-
-	mu        sync.RWMutex // Post holds it to read, Stop to close queue
-	stopped   bool
-	queue     chan Event
-	done      chan struct{}
-	delivered atomic.Bool // the first "peers delivered" was seen
-	forbidden bool        // logged once; owned by run
-	series    map[Event]*eventsv1.Event
+// Emitter posts Events on peer-finder's own pod.
+type Emitter interface {
+	// Emit posts e. It must not block (an implementation that cannot post
+	// e now drops it) and must be safe for concurrent use.
+	Emit(e Event)
 }
 
-// queueSize bounds the Events waiting to be sent; more are dropped.
-const queueSize = 64
+// Nop is the Emitter used when Events are off: it does nothing.
+type Nop struct{}
 
-// seriesWindow is how long a repeated Event extends the first one's series
-// (client-go's broadcaster: 6 minutes).
-const seriesWindow = 6 * time.Minute
+// Emit does nothing.
+func (Nop) Emit(Event) {}
 
-// stopBudget bounds how long Stop waits for queued Events to be sent.
-const stopBudget = 2 * time.Second
-
-// Start returns a Recorder for pod in namespace. uid is the pod's UID
-// ($POD_UID); when empty the Recorder reads the pod once (get pods) so
-// that kubectl describe pod shows the Events, and posts without a UID when
-// it cannot. It sends until Stop.
-func Start(ctx context.Context, client *kube.Client, namespace, pod, uid string, log *slog.Logger) *Recorder {
-	host, _ := os.Hostname()
-	r := &Recorder{
-		log: log, client: client, namespace: namespace, pod: pod, uid: uid, instance: Controller + "-" + host, now: time.Now,
-		queue: make(chan Event, queueSize), done: make(chan struct{}), series: make(map[Event]*eventsv1.Event),
+// OrNop returns e, or Nop when e is nil.
+func OrNop(e Emitter) Emitter {
+	if e == nil {
+		return Nop{}
 	}
-	go r.run(context.WithoutCancel(ctx))
-	return r
+	return e
 }
 
-func (r *Recorder) run(ctx context.Context) {
-	defer close(r.done)
-	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.namespace, Name: r.pod, UID: types.UID(r.uid)}
-	if r.uid == "" {
-		getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		p, err := r.client.SlimPods(r.namespace).Get(getCtx, r.pod, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			ref.UID = p.UID
-		} else {
-			r.log.Debug("events without the pod's UID: cannot read the pod (set POD_UID from the downward API)", "pod", r.pod, "err", err)
-		}
+// PeersDelivered is the first delivery of a peer set (only the first: the
+// caller emits it once). role is the bootstrap role, "" for none.
+func PeersDelivered(peers int, generation uint64, role string) Event {
+	note := fmt.Sprintf("first peer set delivered: %d peers (generation %d)", peers, generation)
+	if role != "" {
+		note += ", bootstrap role " + role
 	}
-	var deadline time.Time // set once Stop closed the queue
-	for e := range r.queue {
-		r.mu.RLock()
-		stopping := r.stopped
-		r.mu.RUnlock()
-		if stopping && deadline.IsZero() {
-			deadline = time.Now().Add(stopBudget)
-		}
-		sendCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if !deadline.IsZero() {
-			if time.Now().After(deadline) {
-				cancel()
-				r.log.Debug("event dropped: stopping", "reason", e.Reason)
-				continue
-			}
-			sendCtx, cancel = context.WithDeadline(ctx, deadline)
-		}
-		r.send(sendCtx, ref, e)
-		cancel()
-	}
+	return Event{Type: Normal, Reason: ReasonPeersDelivered, Action: actionDeliver, Note: note}
 }
 
-// send creates e, or extends the series of the same Event sent within
-// seriesWindow.
-func (r *Recorder) send(ctx context.Context, ref corev1.ObjectReference, e Event) {
-	events := r.client.Events(r.namespace)
-	now := r.now()
-	if prev := r.series[e]; prev != nil && now.Sub(prev.EventTime.Time) < seriesWindow {
-		count := int32(2)
-		if prev.Series != nil {
-			count = prev.Series.Count + 1
-		}
-		patch, _ := json.Marshal(map[string]any{"series": eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(now)}})
-		out, err := events.Patch(ctx, prev.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		if err == nil {
-			r.series[e] = out
-			return
-		}
-		r.failed(err, e)
-		if !apierrors.IsNotFound(err) {
-			return
-		}
-	}
-	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: r.namespace},
-		EventTime:  metav1.NewMicroTime(now), ReportingController: Controller, ReportingInstance: r.instance,
-		Action: e.Action, Reason: e.Reason, Regarding: ref, Note: e.Note, Type: e.Type,
-	}
-	out, err := events.Create(ctx, ev, metav1.CreateOptions{})
-	if err != nil {
-		r.failed(err, e)
-		return
-	}
-	r.series[e] = out
+// BootstrapRole is a decided (or changed) bootstrap role, with the rule's
+// reason and its explanation.
+func BootstrapRole(role, reason, detail string) Event {
+	return Event{Type: Normal, Reason: ReasonBootstrapRole, Action: actionBootstrap,
+		Note: fmt.Sprintf("%s (%s): %s", role, reason, detail)}
 }
 
-// failed logs a failed request: once at warning when forbidden, else at debug.
-func (r *Recorder) failed(err error, e Event) {
-	if apierrors.IsForbidden(err) {
-		if !r.forbidden {
-			r.forbidden = true
-			r.log.Warn("cannot post events on this pod: the API server says forbidden; none are sent (grant create,patch on events.events.k8s.io, see examples/rbac/events.yaml, or pass -events=off)", "err", err)
-		}
-		return
-	}
-	r.log.Debug("event not sent", "reason", e.Reason, "err", err)
+// SinkFailing is a sink that started failing, or fails for a new reason.
+func SinkFailing(sink string, err error) Event {
+	return Event{Type: Warning, Reason: ReasonSinkFailing, Action: actionDeliver,
+		Note: fmt.Sprintf("%s failing, retrying with the newest peer set: %v", sink, err)}
 }
 
-// Post queues e; it never blocks (a full queue drops e). After Stop it
-// does nothing.
-func (r *Recorder) Post(e Event) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.stopped {
-		return
-	}
-	select {
-	case r.queue <- e:
-	default:
-		r.log.Debug("event dropped: queue full", "reason", e.Reason)
-	}
+// SinkRecovered is a failing sink that applied a set again.
+func SinkRecovered(sink string) Event {
+	return Event{Type: Normal, Reason: ReasonSinkRecovered, Action: actionDeliver, Note: sink + " recovered"}
 }
 
-// Stop sends the queued Events and waits, at most a few seconds, until they
-// were written or given up.
-func (r *Recorder) Stop() {
+// BootstrapTimeout is -bootstrap-timeout passing before the first
+// delivery; err says what was missing.
+func BootstrapTimeout(err error) Event {
+	return Event{Type: Warning, Reason: ReasonBootstrapTimeout, Action: actionBootstrap, Note: fmt.Sprint(err)}
+}
+
+// DiscoverForbidden is a source's (or the -expect=auto StatefulSet
+// watch's) request that RBAC forbids: verb on resource in namespace, needs
+// the verbs to grant and fix how to grant them.
+func DiscoverForbidden(verb, resource, namespace, needs, fix string) Event {
+	return Event{Type: Warning, Reason: ReasonForbidden, Action: actionDiscover,
+		Note: fmt.Sprintf("RBAC does not allow %s %s in namespace %s; grant %s: %s", verb, resource, namespace, needs, fix)}
+}
+
+// OwnPodForbidden is RBAC forbidding -expect=auto to read its own pod.
+func OwnPodForbidden(err error) Event {
+	return Event{Type: Warning, Reason: ReasonForbidden, Action: actionBootstrap,
+		Note: fmt.Sprintf("cannot read own pod for -expect=auto, retrying: %v", err)}
+}
+
+// Recording is an Emitter that keeps the Events it is given, for tests of
+// the components that emit. It is safe for concurrent use.
+type Recording struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+// Emit keeps e.
+func (r *Recording) Emit(e Event) {
 	r.mu.Lock()
-	if !r.stopped {
-		r.stopped = true
-		close(r.queue)
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// Events returns the Events emitted so far, in order.
+func (r *Recording) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// String lists the reasons emitted so far, for test failures.
+func (r *Recording) String() string {
+	return fmt.Sprint(Reasons(r.Events()))
+}
+
+// Reasons returns the reasons of evs, in order.
+func Reasons(evs []Event) []Reason {
+	out := make([]Reason, len(evs))
+	for i, e := range evs {
+		out[i] = e.Reason
 	}
-	r.mu.Unlock()
-	<-r.done
+	return out
 }

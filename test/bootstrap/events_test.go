@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder"
 	"github.com/flockd/flock/peerfinder/events"
+	"github.com/flockd/flock/peerfinder/events/recorder"
 )
 
 // TestEventsOnOwnPod runs peer-finder as a ServiceAccount with the example
@@ -122,12 +124,12 @@ func TestEventsDeduplicatedAndForbiddenIsQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := events.Start(t.Context(), kc, ns, "web-0", "", slog.New(slog.NewTextHandler(&logs, nil)))
-	failing := events.Event{Type: "Warning", Reason: "SinkFailing", Action: "Deliver", Note: "hook failing: exit status 1"}
-	r.Post(failing)
+	r := recorder.Start(t.Context(), kc, ns, "web-0", "", slog.New(slog.NewTextHandler(&logs, nil)))
+	failing := events.SinkFailing("hook", errors.New("exit status 1"))
+	r.Emit(failing)
 	waitEvents(t, c, ns, "SinkFailing")
 	for range 4 {
-		r.Post(failing)
+		r.Emit(failing)
 	}
 	r.Stop()
 	evs := waitEvents(t, c, ns, "SinkFailing")

@@ -78,6 +78,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, counts list and watch failures and relists.
 	Metrics *kube.Metrics
+	// OnForbidden, when not nil, is told when RBAC forbids the source's
+	// requests (kube.Reporter.OnForbidden): peer-finder's Forbidden Event.
+	OnForbidden func(kube.Forbidden)
 }
 
 // Source is the EndpointSlice source. It implements source.Source and
@@ -111,7 +114,7 @@ func New(cfg Config) (*Source, error) {
 	return &Source{
 		target: target,
 		informer: kubesource.Informer{
-			ListerWatcher: kube.NewReporter(target, log).WithMetrics(cfg.Metrics).ListerWatcher(lw, cfg.Client),
+			ListerWatcher: kube.NewReporter(target, log).WithMetrics(cfg.Metrics).OnForbidden(cfg.OnForbidden).ListerWatcher(lw, cfg.Client),
 			ObjectType:    &discoveryv1.EndpointSlice{},
 			Transform:     Slim,
 			Peers: func(objs []any) []peer.Peer {

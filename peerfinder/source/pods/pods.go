@@ -84,6 +84,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, counts list, watch and get failures and relists.
 	Metrics *kube.Metrics
+	// OnForbidden, when not nil, is told when RBAC forbids the source's
+	// requests (kube.Reporter.OnForbidden): peer-finder's Forbidden Event.
+	OnForbidden func(kube.Forbidden)
 	// RetryMin and RetryMax bound the backoff of reading the own pod
 	// (defaults 1s and 30s).
 	RetryMin, RetryMax time.Duration
@@ -140,7 +143,7 @@ func New(cfg Config) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	target := kube.Target{Resource: "pods", Namespace: cfg.Namespace, Verbs: cfg.Verbs()}
-	return &Source{cfg: cfg, log: log, target: target, reporter: kube.NewReporter(target, log).WithMetrics(cfg.Metrics)}, nil
+	return &Source{cfg: cfg, log: log, target: target, reporter: kube.NewReporter(target, log).WithMetrics(cfg.Metrics).OnForbidden(cfg.OnForbidden)}, nil
 }
 
 // SelectorFromLabels builds key=value terms for keys from a pod's labels.
