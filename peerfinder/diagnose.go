@@ -83,15 +83,23 @@ func diagnose(ctx context.Context, cfg *config.Config, p *pipeline, w io.Writer)
 	}
 	roleOK := diagnoseRole(ctx, cfg, p.boot, set, w)
 
-	if v.Publishable() {
+	// -stable-for is the last gate, timed from the set's last change, and
+	// diagnose's own first sight of the set counts as one: a set unchanged
+	// for hours would wait here too. It is a wait, not a cause: every
+	// other gate passed.
+	deliver := v.Publishable() || v.Reason == membership.WaitStable
+	switch {
+	case v.Publishable():
 		fmt.Fprintf(w, "verdict:   deliver (%d peers)\n", v.Peers)
-	} else {
+	case deliver:
+		fmt.Fprintf(w, "verdict:   deliver (%d peers) once the set stays unchanged for %s (-stable-for)\n", v.Peers, cfg.StableFor)
+	default:
 		fmt.Fprintf(w, "verdict:   wait: %s: %s\n", v.Reason, v.Detail)
 	}
 	for _, h := range advice(v.Reason, f) {
 		fmt.Fprintf(w, "hint:      %s\n", h)
 	}
-	if !v.Publishable() || len(f.missing) > 0 || f.apiErr != nil || !roleOK {
+	if !deliver || len(f.missing) > 0 || f.apiErr != nil || !roleOK {
 		return errHeldBack
 	}
 	return nil

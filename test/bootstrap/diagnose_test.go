@@ -36,6 +36,12 @@ func TestDiagnoseExplainsWhatHoldsDelivery(t *testing.T) {
 		{name: "the fix: -include-not-ready sees the member",
 			args: []string{"-source=endpointslice", "-include-not-ready"},
 			want: []string{"verdict:   deliver (1 peers)"}},
+		// diagnose's own first sight of the set is its last change: with
+		// -stable-for longer than diagnose watches, it said "set changed 0s
+		// ago" and exit 1 for a set unchanged for hours (issue 36 #22).
+		{name: "the fix: -stable-for is a wait, not a cause",
+			args: []string{"-source=endpointslice", "-include-not-ready", "-stable-for=30s"},
+			want: []string{"verdict:   deliver (1 peers) once the set stays unchanged for 30s (-stable-for)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -221,6 +221,22 @@ func TestAppEtcd(t *testing.T) {
 	if log := b.logs("etcd-0", "etcd", false); !strings.Contains(log, "removing it") || !strings.Contains(log, "joining the cluster") {
 		t.Errorf("etcd-0 did not rejoin by remove and add:\n%s", log)
 	}
+
+	// Kubernetes' e2e sequence: a key written through member 0, the
+	// StatefulSet scaled to 0 and back to 3, the key read on member 2.
+	if out, err := b.exec("etcd-0", "etcd", "etcdctl", "put", "foo", "bar"); err != nil {
+		t.Fatalf("put foo through etcd-0: %v\n%s", err, out)
+	}
+	gone := b.restartSet("etcd", "app=etcd", 3)
+	back := time.Now()
+	if got := b.waitEtcd(3, 4*time.Minute); got != id {
+		t.Fatalf("scaled to 0 and back to 3: cluster id %x, want %x", got, id)
+	}
+	t.Logf("e2e restart: pods gone after %s, cluster back after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+	if out, err := b.exec("etcd-2", "etcd", "etcdctl", "get", "--print-value-only", "foo"); err != nil || strings.TrimSpace(out) != "bar" {
+		t.Errorf("get foo on etcd-2 after the restart: %q (%v), want bar", out, err)
+	}
+	step("Kubernetes' e2e restart (scaled to 0 and back to 3)")
 }
 
 // TestAppEtcdFormerReplacedKeepsItsClaim: the pod that formed the cluster

@@ -322,3 +322,17 @@ func repoPath(t *testing.T, rel string) string {
 	}
 	return filepath.Join(root, rel)
 }
+
+// restartSet is Kubernetes' e2e restart of a StatefulSet
+// (e2estatefulset.Restart, run by its app tests between a write through
+// member 0 and a read on member 2): scaled to 0, every pod of selector
+// gone, scaled back to n. It returns how long the pods took to go.
+func (b *bed) restartSet(name, selector string, n int32) time.Duration {
+	b.t.Helper()
+	start := time.Now()
+	b.scale(name, 0)
+	b.waitPods(selector, 0)
+	gone := time.Since(start)
+	b.scale(name, n)
+	return gone
+}

@@ -161,6 +161,24 @@ func TestAppRedis(t *testing.T) {
 		t.Fatalf("all pods re-created: primary %s, want redis-0", p)
 	}
 	b.checkKey(b.podNames("redis", 3), "flock-check", value)
+
+	b.e2eRestartRedis()
+}
+
+// e2eRestartRedis is Kubernetes' e2e sequence on a formed redis
+// StatefulSet of 3 whose primary is redis-0: a key written through it
+// (member 0), the StatefulSet scaled to 0 and back to 3, the key read on
+// redis-2 (a replica): redis-0 must be the primary again, with its data.
+func (b *bed) e2eRestartRedis() {
+	b.t.Helper()
+	b.redisCLI("redis-0", "set", "foo", "bar")
+	gone := b.restartSet("redis", "app=redis", 3)
+	back := time.Now()
+	if p := b.waitRedis(3, 4*time.Minute); p != "redis-0" {
+		b.t.Fatalf("scaled to 0 and back to 3: primary %s, want redis-0", p)
+	}
+	b.t.Logf("e2e restart: pods gone after %s, primary and replicas back after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+	b.checkKey([]string{"redis-2"}, "foo", "bar")
 }
 
 // deletePods deletes the pods at once and waits until each was re-created.
@@ -204,6 +222,7 @@ func TestAppRedisUpstreamShape(t *testing.T) {
 			t.Errorf("%s: on-start.sh did not run:\n%s", p, log)
 		}
 	}
+	b.e2eRestartRedis()
 }
 
 // TestAppRedisUpstreamShapeUpstreamBinary applies the same upstream-shape

@@ -159,6 +159,28 @@ func TestAppZookeeper(t *testing.T) {
 	if log := b.logs("zk-0", "zk", false); !strings.Contains(log, "removing it") || !strings.Contains(log, "joining the ensemble") {
 		t.Errorf("zk-0 did not rejoin by remove and add:\n%s", zkBrief(log))
 	}
+
+	b.e2eRestartZookeeper("zk", apps.ZookeeperContainer, "app=zk", marker, 6*time.Minute)
+	step("Kubernetes' e2e restart (scaled to 0 and back to 3)")
+}
+
+// e2eRestartZookeeper is Kubernetes' e2e sequence on a formed 3-member
+// ensemble: a znode written through member 0, the StatefulSet scaled to 0
+// and back to 3, the znode read on member 2. The same ensemble must come
+// back (waitZookeeper: marker, written when it formed, on every member).
+func (b *bed) e2eRestartZookeeper(set, container, selector, marker string, timeout time.Duration) {
+	b.t.Helper()
+	const znode = "/flock-e2e-foo"
+	if out, err := b.exec(set+"-0", container, "sh", "-c", `timeout 60 zkCli.sh -server 127.0.0.1:2181 create "$1" bar`, "sh", znode); err != nil || !strings.Contains(out, "Created "+znode) {
+		b.t.Fatalf("create %s through %s-0: %v\n%s", znode, set, err, out)
+	}
+	gone := b.restartSet(set, selector, 3)
+	start := time.Now()
+	b.waitZookeeper(set, container, 3, marker, timeout)
+	b.t.Logf("e2e restart: pods gone after %s, ensemble back after %s more", gone.Round(time.Second), time.Since(start).Round(time.Second))
+	if out, err := b.exec(set+"-2", container, "sh", "-c", `timeout 60 zkCli.sh -server 127.0.0.1:2181 get "$1" 2>&1`, "sh", znode); err != nil || !strings.Contains(out, "\nbar\n") {
+		b.t.Errorf("get %s on %s-2 after the restart, want bar: %v\n%s", znode, set, err, out)
+	}
 }
 
 // applyDirWith applies each resource of dir's kustomization.yaml, in
@@ -228,6 +250,8 @@ func TestAppZookeeperUpstreamShape(t *testing.T) {
 		if log := b.logs("zoo-2", "bootstrap", false); !strings.Contains(log, "on-start: added as server.3=") {
 			t.Errorf("zoo-2 was not added by on-start.sh:\n%s", log)
 		}
+		marker := b.markZookeeper("zoo-0", apps.ZookeeperContainer)
+		b.e2eRestartZookeeper("zoo", apps.ZookeeperContainer, "app=zk", marker, 6*time.Minute)
 	})
 	t.Run("upstream", func(t *testing.T) {
 		t.Parallel()
