@@ -195,11 +195,11 @@ func (b *bed) checkPeersByIP(pods []corev1.Pod, stableFor time.Duration) {
 		b.WaitFor(b.t, fmt.Sprintf("%s's hook ran with the %d pods", p.Name, len(pods)), 2*time.Minute, func(context.Context) (bool, error) {
 			raw, err := b.exec(p.Name, "peer-finder", "cat", "/work/hook.json")
 			if err != nil {
-				return false, fmt.Errorf("no document yet: %v", err)
+				return false, fmt.Errorf("no document yet: %w", err)
 			}
 			doc = peerDoc{}
 			if err := json.Unmarshal([]byte(raw), &doc); err != nil {
-				return false, fmt.Errorf("the hook's document: %v\n%s", err, raw)
+				return false, fmt.Errorf("the hook's document: %w\n%s", err, raw)
 			}
 			if len(doc.Peers) != len(pods) {
 				return false, fmt.Errorf("%d peers in the document", len(doc.Peers))
