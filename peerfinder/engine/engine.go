@@ -140,11 +140,9 @@ type target struct {
 	gen uint64
 }
 
-// held reports whether the size gate now holds back t, a set published
-// when the expected size was smaller: sinks see no set the gate would not
-// publish now, not even a retry of a failed one. The next set that passes
-// the gate, or the expected size shrinking back, releases the hold.
-func held(t target, need int) bool { return t.gen > 0 && t.set.Len() < need }
+// held reports whether t, once published, is now held back from its sinks
+// (membership.Outgrown).
+func held(t target, need int) bool { return t.gen > 0 && membership.Outgrown(t.set, need) }
 
 // New returns an engine for cfg, filling in defaults.
 func New(cfg Config) *Engine {

@@ -58,13 +58,11 @@ type evaluation struct {
 
 // step is Run's publish-or-hold decision: membership over the inputs at
 // now, then publish when the verdict allows and the set differs from the
-// one published last (or nothing was published yet). The expected-names
-// gate holds the first publish only. It is pure.
+// one published last (or nothing was published yet), or preview a set the
+// verdict says may be previewed. It is pure.
 func step(ev evaluator, in inputs, now time.Time) (evaluator, evaluation) {
 	opts := in.opts
-	if ev.gen > 0 {
-		opts.Missing = nil
-	}
+	opts.Published = ev.gen > 0
 	set, obs, v := membership.Compute(in.views, opts, ev.obs, now)
 	out := evaluation{
 		set: set, verdict: v, gen: ev.gen,
@@ -75,7 +73,7 @@ func step(ev evaluator, in inputs, now time.Time) (evaluator, evaluation) {
 		ev.gen++
 		ev.published = set
 		out.publish, out.gen = true, ev.gen
-	} else if v.Reason == membership.WaitNames && !set.Equal(ev.previewed) {
+	} else if v.Preview && !set.Equal(ev.previewed) {
 		ev.previewed = set
 		out.preview = true
 	}

@@ -13,6 +13,14 @@
 //	         hosts-file names of -wait-for-all each have an address)
 //	stable   the set has been unchanged for StableFor
 //
+// Once a set was published (Options.Published) the names gate no longer
+// applies: a later incomplete set (a retried pod) must not stall a running
+// job. A set the names gate alone holds may be previewed (Verdict.Preview).
+// A set already published is held back from its sinks, even from a retry,
+// while the expected size has outgrown it (Outgrown). The one other reason
+// a published set waits is a failing sink that holds back the sinks after
+// it (sink.Blocking, applied by the engine in sink order).
+//
 // A source that fails keeps its last view (sources send nothing on failure),
 // so a set never shrinks because a lookup failed.
 package membership
@@ -50,10 +58,13 @@ type Options struct {
 	// Missing, when not nil, is the expected-names gate: it returns the
 	// expected names that set does not provide yet, sorted, and delivery
 	// waits while there is any. It must be pure (e.g. hostsfile's Missing:
-	// the -wait-for-all names without an address). The engine applies it
-	// until the first publish only: a later incomplete set (a retried pod)
-	// must not stall a running job.
+	// the -wait-for-all names without an address). It applies only while
+	// Published is false.
 	Missing func(set peer.Set) []string
+	// Published is true once a set was published: the expected-names gate
+	// no longer applies, since a later incomplete set (a retried pod) must
+	// not stall a running job.
+	Published bool
 	// StableFor is how long the merged set must stay unchanged before it is
 	// published (0: publish at once).
 	StableFor time.Duration
@@ -95,7 +106,18 @@ type Verdict struct {
 	// RecheckAfter, when positive, is when the verdict may change without
 	// new input (the stable-for gate).
 	RecheckAfter time.Duration
+	// Preview is true when the expected-names gate alone holds the set:
+	// sinks that can (sink.Previewer) show it before delivery, the expected
+	// names listed as they resolve.
+	Preview bool
 }
+
+// Outgrown reports whether the size gate now holds back a set published
+// when the expected size was smaller (a scale-up while a sink was failing):
+// its sinks get no set the gate would not publish now, not even a retry of
+// a failed one. The next set that passes the gate, or need shrinking back,
+// releases it.
+func Outgrown(published peer.Set, need int) bool { return published.Len() < need }
 
 // Publishable reports whether the set may be delivered.
 func (v Verdict) Publishable() bool { return v.Reason == Publish }
@@ -120,7 +142,7 @@ func Compute(views []View, opts Options, last Observation, now time.Time) (peer.
 	}
 	need := max(opts.MinPeers, opts.Expect, 1)
 	v := Verdict{Peers: set.Len(), Need: need}
-	if opts.Missing != nil {
+	if opts.Missing != nil && !opts.Published {
 		v.Missing = opts.Missing(set)
 	}
 	switch {
@@ -137,7 +159,7 @@ func Compute(views []View, opts Options, last Observation, now time.Time) (peer.
 	case set.Len() < need:
 		v.Reason, v.Detail = WaitSize, fmt.Sprintf("%d of %d peers visible", set.Len(), need)
 	case len(v.Missing) > 0:
-		v.Reason = WaitNames
+		v.Reason, v.Preview = WaitNames, true
 		v.Detail = fmt.Sprintf("waiting for %d expected names: %s", len(v.Missing), strings.Join(v.Missing, ", "))
 	case now.Sub(obs.Since) < opts.StableFor:
 		v.Reason = WaitStable

@@ -58,6 +58,9 @@ func TestCompute(t *testing.T) {
 		{name: "expected names missing hold",
 			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1")}},
 			opts:  Options{Self: self, Missing: namesGate("web-0", "web-1", "web-2")}, now: t0, want: WaitNames, wantPeers: 2, wantSince: t0},
+		{name: "expected names missing after a publish no longer hold (a retried pod)",
+			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1")}},
+			opts:  Options{Self: self, Missing: namesGate("web-0", "web-1", "web-2"), Published: true}, now: t0, want: Publish, wantPeers: 2, wantSince: t0},
 		{name: "expected names all present publish",
 			views: []View{{Source: "dns", Reported: true, Peers: peers("web-0", "web-1", "web-2")}},
 			opts:  Options{Self: self, Missing: namesGate("web-0", "web-1", "web-2")}, now: t0, want: Publish, wantPeers: 3, wantSince: t0},
@@ -106,6 +109,9 @@ func TestCompute(t *testing.T) {
 			if v.Publishable() != (tt.want == Publish) {
 				t.Errorf("Publishable() = %v", v.Publishable())
 			}
+			if v.Preview != (tt.want == WaitNames) {
+				t.Errorf("Preview = %v with reason %s: only a set the names gate alone holds is previewed", v.Preview, v.Reason)
+			}
 			if v.Reason != Publish && v.Detail == "" {
 				t.Errorf("waiting verdict has no detail")
 			}
@@ -113,6 +119,15 @@ func TestCompute(t *testing.T) {
 				t.Errorf("published a set that is empty or lacks self: %v", set.Keys())
 			}
 		})
+	}
+}
+
+func TestOutgrown(t *testing.T) {
+	two := peer.NewSet(peers("web-0", "web-1")...)
+	for need, want := range map[int]bool{1: false, 2: false, 3: true} {
+		if got := Outgrown(two, need); got != want {
+			t.Errorf("Outgrown(2 peers, need %d) = %v, want %v", need, got, want)
+		}
 	}
 }
 
