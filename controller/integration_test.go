@@ -294,11 +294,7 @@ func (e *env) pod(name string) (*corev1.Pod, error) {
 	return &p, err
 }
 
-func ready(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
-	})
-}
+func ready(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && clustertest.PodReady(p) }
 
 // members returns status.members as ordinal -> node.
 func members(f *flockv1.Flock) map[int32]flockv1.MemberStatus {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/prometheus/procfs"
 )
@@ -60,18 +60,8 @@ cat > "$D/stdin.tmp"; mv "$D/stdin.tmp" "$D/stdin"
 	if !strings.Contains(log, "signal: killed") {
 		t.Errorf("the killed run is not reported as failed with its signal:\n%s", log)
 	}
-	waitFor(t, "no zombie under peer-finder", func() bool { return len(zombiesOf(p.cmd.Process.Pid)) == 0 })
-	waitFor(t, fmt.Sprintf("the killed hook's background process %d gone", bg), func() bool { return !running(bg) })
-}
-
-// waitFor waits up to 30 s for cond, failing with what otherwise.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s still not: %s", what)
-		}
-	}
+	await.Until(t, func() bool { return len(zombiesOf(p.cmd.Process.Pid)) == 0 }, "no zombie under peer-finder")
+	await.Until(t, func() bool { return !running(bg) }, "the killed hook's background process %d gone", bg)
 }
 
 // readPID waits for path to hold a pid.

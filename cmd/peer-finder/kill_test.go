@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -101,7 +102,7 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 	// The files may already hold that answer from a killed run: wait for
 	// the restarted process itself to have delivered it (both sinks applied).
 	delivered := fmt.Sprintf("msg=\"peers delivered\" generation=1 peers=%d", killSizes[1])
-	waitFor(t, "the restarted peer-finder delivered "+delivered, func() bool { return strings.Contains(p.stderr.String(), delivered) })
+	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), delivered) }, "the restarted peer-finder delivered %s", delivered)
 	checkWholeHosts(t, kills, hosts)
 	checkWholeJSON(t, kills, doc)
 	if left := tempFiles(dir); len(left) > 0 {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/need"
 )
@@ -91,7 +92,7 @@ func TestHUPInExecMode(t *testing.T) {
 		script := fmt.Sprintf(`trap 'echo hup > %[1]s/hup; exit 7' HUP; touch %[1]s/started; while :; do sleep 0.05; done`, dir)
 		p := start(t, append(common(dns.Addr()), "--", "sh", "-c", script)...)
 		started := filepath.Join(dir, "started")
-		waitFor(t, "the command started", func() bool { _, err := os.Stat(started); return err == nil })
+		await.Until(t, func() bool { _, err := os.Stat(started); return err == nil }, "the command started")
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +125,7 @@ func peerFinderPID(t *testing.T, p *process, pid1 bool) int {
 		return p.cmd.Process.Pid
 	}
 	var pf []int
-	waitFor(t, "unshare's child peer-finder", func() bool { pf = childrenOf(p.cmd.Process.Pid); return len(pf) == 1 })
+	await.Until(t, func() bool { pf = childrenOf(p.cmd.Process.Pid); return len(pf) == 1 }, "unshare's child peer-finder")
 	return pf[0]
 }
 

@@ -84,16 +84,16 @@ func TestPodControls(t *testing.T) {
 	}
 
 	c.SetPodReady(t, ns, "db-0", false)
-	waitPod(t, c, ns, "db-0", "not ready", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && !podReady(p) })
+	waitPod(t, c, ns, "db-0", "not ready", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && !clustertest.PodReady(p) })
 	waitEndpoint(t, c, ns, "db", "db-0 not ready in the EndpointSlice", func(ep discoveryv1.Endpoint) bool {
 		return ep.Conditions.Ready != nil && !*ep.Conditions.Ready
 	})
 
 	c.SetPodReady(t, ns, "db-0", true)
-	waitPod(t, c, ns, "db-0", "ready again", podReady)
+	waitPod(t, c, ns, "db-0", "ready again", clustertest.PodReady)
 
 	c.FailPod(t, ns, "db-0")
-	waitPod(t, c, ns, "db-0", "replaced after failure", func(p *corev1.Pod) bool { return p.UID != pod.UID && podReady(p) })
+	waitPod(t, c, ns, "db-0", "replaced after failure", func(p *corev1.Pod) bool { return p.UID != pod.UID && clustertest.PodReady(p) })
 }
 
 // TestGracefulDeletion checks that a pod annotated with terminate-after stays
@@ -122,7 +122,7 @@ func TestGracefulDeletion(t *testing.T) {
 	waitEndpoint(t, c, ns, "slow", "slow-0 terminating in the EndpointSlice", func(ep discoveryv1.Endpoint) bool {
 		return ep.Conditions.Terminating != nil && *ep.Conditions.Terminating && len(ep.Addresses) > 0 && ep.Addresses[0] == old.ip
 	})
-	waitPod(t, c, ns, old.name, "replaced", func(p *corev1.Pod) bool { return p.UID != pod.UID && podReady(p) })
+	waitPod(t, c, ns, old.name, "replaced", func(p *corev1.Pod) bool { return p.UID != pod.UID && clustertest.PodReady(p) })
 }
 
 // TestNodes checks the simulated nodes: ready, zoned, with a pod CIDR. Other
@@ -244,7 +244,7 @@ func readyMembers(ctx context.Context, cs kubernetes.Interface, ns, name string)
 			continue
 		}
 		m := member{name: p.Name}
-		if podReady(&p) {
+		if clustertest.PodReady(&p) {
 			m.ip = p.Status.PodIP
 		}
 		ms = append(ms, m)
@@ -399,15 +399,6 @@ func waitEndpoint(t *testing.T, c *clustertest.Cluster, ns, svc, what string, co
 		}
 		return false, nil
 	})
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // TestPrivateRestartAPIServer checks that a private cluster survives an API

@@ -406,3 +406,13 @@ func randSuffix() string {
 	}
 	return string(b)
 }
+
+// PodReady reports whether p's Ready condition is true.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

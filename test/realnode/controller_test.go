@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/localcluster/clustertest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -95,7 +96,7 @@ func (b *bed) controllerPods(n int) []corev1.Pod {
 		}
 		ready = ready[:0]
 		for _, p := range l.Items {
-			if p.DeletionTimestamp == nil && podReady(&p) {
+			if p.DeletionTimestamp == nil && clustertest.PodReady(&p) {
 				ready = append(ready, p)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/test/apps"
 )
 
@@ -136,7 +137,7 @@ func TestAppEtcdOrderedReadyKeepsReadyWithoutQuorum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !podReady(p) {
+		if !clustertest.PodReady(p) {
 			t.Errorf("etcd-0 went not ready when the cluster lost its quorum: under OrderedReady etcd-1 would never be re-created")
 			break
 		}

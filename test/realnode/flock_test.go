@@ -23,6 +23,7 @@ import (
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // TestExampleFlockNodePinned runs examples/flock/node-pinned.yaml (with the
@@ -114,7 +115,7 @@ func (b *bed) nodePinnedEtcd() *nodePinnedEtcd {
 func (e *nodePinnedEtcd) refresh(m string) *corev1.Pod {
 	e.b.t.Helper()
 	p := e.b.waitPod(m, "running and Ready", 3*time.Minute, func(p *corev1.Pod) bool {
-		return p.DeletionTimestamp == nil && podReady(p) && containerRunning("etcd")(p)
+		return p.DeletionTimestamp == nil && clustertest.PodReady(p) && containerRunning("etcd")(p)
 	})
 	e.on[m] = p.Spec.NodeName
 	return p

@@ -146,15 +146,6 @@ func (b *bed) waitRunning(selector, container string, n int) []corev1.Pod {
 	return running
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func containerRunning(name string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
 		for _, s := range append(p.Status.ContainerStatuses, p.Status.InitContainerStatuses...) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/localcluster/clustertest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -234,7 +235,7 @@ func TestSidecarOnChange(t *testing.T) {
 	for _, c := range []string{"native", "classic", "classic-dns"} {
 		b.waitLog("web-0", c, "peers: "+self0, 2*time.Minute)
 	}
-	b.waitPod("web-0", "ready", time.Minute, podReady)
+	b.waitPod("web-0", "ready", time.Minute, clustertest.PodReady)
 	b.scale("web", 2)
 	for _, c := range []string{"native", "classic", "classic-dns"} {
 		log := b.waitLog("web-0", c, "on-change event=change peers: "+self0+" "+self1, 2*time.Minute)
@@ -242,7 +243,7 @@ func TestSidecarOnChange(t *testing.T) {
 			t.Errorf("%s: no first delivery in\n%s", c, log)
 		}
 	}
-	web1 := b.waitPod("web-1", "ready", 2*time.Minute, podReady)
+	web1 := b.waitPod("web-1", "ready", 2*time.Minute, clustertest.PodReady)
 	var hosts string
 	want := func(h string) bool {
 		return strings.Contains(h, web1.Status.PodIP+"\tweb-1\n") // the default name template, {{.Name}}

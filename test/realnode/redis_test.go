@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/test/apps"
 )
 
@@ -273,7 +274,7 @@ func TestAppRedisUpstreamShapeUpstreamBinary(t *testing.T) {
 	if s := status(p, "redis"); s != nil && (s.State.Running != nil || s.RestartCount > 0) {
 		t.Errorf("redis-0's redis started: %+v", s)
 	}
-	if podReady(p) {
+	if clustertest.PodReady(p) {
 		t.Errorf("redis-0 is ready without a config")
 	}
 	if _, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "redis-1", metav1.GetOptions{}); err == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/test/apps"
 )
 
@@ -284,7 +285,7 @@ func TestAppZookeeperUpstreamShape(t *testing.T) {
 		if s := status(pod, "zk"); s != nil && (s.State.Running != nil || s.State.Terminated != nil || s.RestartCount > 0) {
 			t.Errorf("zoo-0's ZooKeeper started without on-start.sh having run: %+v", s.State)
 		}
-		if podReady(pod) {
+		if clustertest.PodReady(pod) {
 			t.Error("zoo-0 is ready")
 		}
 		pods, err := b.Client.CoreV1().Pods(b.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=zk"})
