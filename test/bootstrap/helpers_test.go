@@ -45,12 +45,25 @@ func (p pf) env() config.Env {
 	}
 }
 
+// argv is the base flags, then p.args, then extra; a single-value flag
+// given again replaces the earlier one (peer-finder refuses a flag given
+// twice), and "-flag=" drops it.
 func (p pf) argv(extra ...string) []string {
 	base := []string{"-service=web", "-domain=" + p.c.Domain, "-dns-server=" + p.c.DNSAddr, "-poll-period=100ms"}
 	if p.podIP != "" {
 		base = base[1:]
 	}
-	return slices.Concat(base, p.args, extra)
+	all := slices.Concat(base, p.args, extra)
+	name := func(a string) string { n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); return n }
+	var out []string
+	for i, a := range all {
+		n := name(a)
+		later := slices.ContainsFunc(all[i+1:], func(b string) bool { return name(b) == n })
+		if n == "dns-server" || !later && !strings.HasSuffix(a, "=") {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // main runs peer-finder to completion and returns its exit status and output.
