@@ -116,9 +116,14 @@ func TestSharedFileOneWriter(t *testing.T) {
 	first := holder(t, c, ns, lease, "")
 	checkOneWriter(t, procs, first, nil)
 
-	// Someone writes the file anew (as the kubelet does a pod's /etc/hosts):
-	// the holder puts its block back, nobody else writes.
-	if err := os.WriteFile(shared, []byte(outside), 0o644); err != nil {
+	// Someone writes the file anew (as the kubelet does a pod's /etc/hosts),
+	// whole (a rename: the reader must never see it half written): the
+	// holder puts its block back, nobody else writes.
+	anew := shared + ".anew"
+	if err := os.WriteFile(anew, []byte(outside), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(anew, shared); err != nil {
 		t.Fatal(err)
 	}
 	waitHosts(t, shared, "web", want)
