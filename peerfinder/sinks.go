@@ -15,6 +15,7 @@ import (
 	execsink "github.com/flockd/flock/peerfinder/sink/exec"
 	"github.com/flockd/flock/peerfinder/sink/hook"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+	"github.com/flockd/flock/peerfinder/sink/jobfile"
 	"github.com/flockd/flock/peerfinder/sink/jsonfile"
 	"github.com/flockd/flock/peerfinder/sink/leader"
 )
@@ -71,6 +72,11 @@ func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
 	}
+	jobSinks, err := buildJobFiles(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	sinks = append(sinks, jobSinks...)
 	// A hook or command that can never run is a usage error now, not a
 	// retry forever.
 	for _, c := range []struct {
@@ -108,4 +114,23 @@ func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
 		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
 	}
 	return sinks, missing, nil
+}
+
+// buildJobFiles creates the MPI hostfile sink, which ranks the names the
+// hosts file gives.
+func buildJobFiles(cfg *config.Config, log *slog.Logger) ([]engine.NamedSink, error) {
+	s := cfg.Sinks
+	if s.MPIHostfile == "" {
+		return nil, nil
+	}
+	namer, err := hostsfile.NewNamer(s.NameTemplate, nil, s.IndexLabel)
+	if err != nil {
+		return nil, &config.UsageError{Flag: "hosts-name-template", Err: err}
+	}
+	mpi := &jobfile.MPI{Ranker: jobfile.Ranker{Namer: namer, Family: s.IPFamily, Expected: s.Expected, Roles: s.MPIRoles}, Slots: s.MPISlots}
+	f, err := jobfile.NewFile("mpi-hostfile", s.MPIHostfile, mpi.Render, log)
+	if err != nil {
+		return nil, &config.UsageError{Flag: "mpi-hostfile", Err: err}
+	}
+	return []engine.NamedSink{{Name: "mpi-hostfile", Sink: f}}, nil
 }

@@ -54,6 +54,17 @@ func TestParseSinkFlags(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "MPI hostfile from the pods source",
+			args: []string{"-service=train", "-source=pods", "-selector=job=train", "-hosts-name-template={{.Role}}-{{.Index}}", "-hosts-expect=chief=1,worker=2",
+				"-mpi-hostfile=/run/hostfile", "-mpi-slots=auto", "-mpi-roles=worker", "--", "mpirun"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if s.MPIHostfile != "/run/hostfile" || !s.MPISlots.Auto || !slices.Equal(s.MPIRoles, []string{"worker"}) {
+					t.Errorf("mpi = %q %v %q", s.MPIHostfile, s.MPISlots, s.MPIRoles)
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(tc.args, e)
@@ -88,6 +99,10 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-json-file=j", "stray"}, ""},
 		{[]string{"-service=web", "-hosts-file=/etc/hosts", "-json-file=/etc/hosts"}, "json-file"},
 		{[]string{"-service=web", "-hosts-file=out/h", "-json-file=./out//x/../h"}, "json-file"},
+		{[]string{"-service=web", "-mpi-hostfile=m", "-mpi-slots=auto"}, "mpi-slots"},
+		{[]string{"-service=web", "-json-file=j", "-mpi-slots=2"}, "mpi-slots"},
+		{[]string{"-service=web", "-json-file=j", "-mpi-roles=worker"}, "mpi-roles"},
+		{[]string{"-service=web", "-hosts-file=h", "-mpi-hostfile=h"}, "mpi-hostfile"},
 	} {
 		_, err := Parse(tc.args, e)
 		var ue *UsageError
@@ -99,6 +114,10 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{"-service=web", "-ip-family=ipx", "-hosts-file=h"},
 		{"-service=web", "-hosts-write-mode=sideways", "-hosts-file=h"},
 		{"-service=web", "-reload-signal=SIGNOPE", "--", "x"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-slots=0"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-slots=many"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-roles=Worker"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-roles=a,a"},
 	} {
 		if _, err := Parse(args, e); err == nil {
 			t.Errorf("Parse(%q) succeeded", args)
