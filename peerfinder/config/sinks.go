@@ -53,6 +53,15 @@ type Sinks struct {
 	// MPIRoles is -mpi-roles: the roles listed in the hostfile, in rank
 	// order; all when empty.
 	MPIRoles []string
+	// Rendezvous is -rendezvous: torch, tf, or "" for none.
+	Rendezvous jobfile.Framework
+	// RendezvousPort is -rendezvous-port; the framework's default when 0.
+	RendezvousPort int
+	// RendezvousFile is -rendezvous-file; empty writes no file.
+	RendezvousFile string
+	// RendezvousRoles is -rendezvous-roles: the roles ranked, in rank
+	// order; all when empty.
+	RendezvousRoles []string
 
 	// mpiSlotsSet says -mpi-slots was given.
 	mpiSlotsSet bool
@@ -71,7 +80,7 @@ type Sinks struct {
 
 // Any reports whether a file or exec sink is configured.
 func (s Sinks) Any() bool {
-	return s.HostsFile != "" || s.JSONFile != "" || s.MPIHostfile != "" || s.Exec != nil
+	return s.HostsFile != "" || s.JSONFile != "" || s.MPIHostfile != "" || s.RendezvousFile != "" || s.Exec != nil
 }
 
 // addSinkFlags registers the sink flags on fs.
@@ -107,6 +116,14 @@ func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 		return err
 	})
 	fs.Func("mpi-roles", "Comma-separated `roles` listed in -mpi-hostfile, in rank order, e.g. worker (a launcher that is no slot left out); default every role, by name.", rolesFlag(&s.MPIRoles))
+	fs.Func("rendezvous", "Rendezvous variables of a training `framework`: torch (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) or tf (TF_CONFIG), written to -rendezvous-file and set in the -- command's environment when it starts. Needs expected names (-hosts-expect or -expect N).", func(v string) error {
+		f, err := jobfile.ParseFramework(v)
+		s.Rendezvous = f
+		return err
+	})
+	fs.IntVar(&s.RendezvousPort, "rendezvous-port", 0, "The `port` in MASTER_PORT or in TF_CONFIG's addresses (default 29500 for torch, 2222 for tf).")
+	fs.StringVar(&s.RendezvousFile, "rendezvous-file", "", "Write the -rendezvous variables to this `file` as shell-sourceable NAME='value' lines, atomically, at every change of the set.")
+	fs.Func("rendezvous-roles", "Comma-separated `roles` ranked by -rendezvous, in rank order (the first role's first member is torch's MASTER_ADDR, rank 0); default every role, by name.", rolesFlag(&s.RendezvousRoles))
 	fs.Func("reload-signal", "Signal sent to the -- command after each later change of the peer set, e.g. SIGHUP; default none. One the command can catch: not KILL, STOP, TSTP, TTIN, TTOU, 32 or 33.", func(v string) error {
 		sig, err := execsink.ParseSignal(v)
 		s.ReloadSignal = sig
@@ -134,7 +151,7 @@ func (c *Config) completeSinks(env Env) error {
 	if err := execsink.CheckReloadSignal(s.ReloadSignal); err != nil {
 		return usage("reload-signal", "%v", err)
 	}
-	outputs := map[string]string{"hosts-file": s.HostsFile, "json-file": s.JSONFile, "mpi-hostfile": s.MPIHostfile}
+	outputs := map[string]string{"hosts-file": s.HostsFile, "json-file": s.JSONFile, "mpi-hostfile": s.MPIHostfile, "rendezvous-file": s.RendezvousFile}
 	if first, second, ok := sharedOutput(outputs); ok {
 		return usage(second, "%q names the same file as -%s %q: each file output needs its own file", outputs[second], first, outputs[first])
 	}
@@ -144,7 +161,7 @@ func (c *Config) completeSinks(env Env) error {
 		if s.Expected, err = hostsfile.ParseExpected(s.ExpectSpec); err != nil {
 			return usage("hosts-expect", "%v", err)
 		}
-	case c.Bootstrap.Expect > 0 && (s.HostsFile != "" || s.MPIHostfile != ""):
+	case c.Bootstrap.Expect > 0 && (s.HostsFile != "" || s.MPIHostfile != "" || s.Rendezvous != ""):
 		if s.Expected, err = hostsfile.ExpectedFromCount(c.Hostname, c.Bootstrap.Expect); err != nil {
 			return usage("hosts-expect", "not set and %v", err)
 		}
@@ -168,7 +185,7 @@ func (c *Config) completeSinks(env Env) error {
 	return c.completeJobFiles()
 }
 
-// completeJobFiles validates the MPI hostfile flags.
+// completeJobFiles validates the MPI hostfile and rendezvous flags.
 func (c *Config) completeJobFiles() error {
 	s := &c.Sinks
 	switch {
@@ -179,6 +196,30 @@ func (c *Config) completeJobFiles() error {
 	}
 	if s.MPISlots.Auto && !slices.Contains(c.Kube.Sources, SourcePods) {
 		return usage("mpi-slots", "auto reads the pods' CPU requests: needs -source=pods")
+	}
+	if s.Rendezvous == "" {
+		switch {
+		case s.RendezvousFile != "":
+			return usage("rendezvous-file", "needs -rendezvous")
+		case s.RendezvousPort != 0:
+			return usage("rendezvous-port", "needs -rendezvous")
+		case len(s.RendezvousRoles) > 0:
+			return usage("rendezvous-roles", "needs -rendezvous")
+		}
+		return nil
+	}
+	if s.RendezvousPort == 0 {
+		s.RendezvousPort = s.Rendezvous.DefaultPort()
+	}
+	switch {
+	case s.RendezvousPort < 1 || s.RendezvousPort > 65535:
+		return usage("rendezvous-port", "%d: want 1 to 65535", s.RendezvousPort)
+	case s.RendezvousFile == "" && s.Exec == nil:
+		return usage("rendezvous", "needs -rendezvous-file or a command after --")
+	case len(s.Expected) == 0:
+		// A training job's world is fixed when it starts: its size cannot
+		// be whatever members happen to be known then.
+		return usage("rendezvous", "needs expected names to rank: -hosts-expect, or -expect N")
 	}
 	return nil
 }

@@ -82,3 +82,40 @@ func (m *MPI) Render(d sink.Delivery) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Rendezvous renders a framework's rendezvous variables.
+type Rendezvous struct {
+	Ranker    Ranker
+	Framework Framework
+	Port      int
+}
+
+// Vars returns the variables for d: the members ranked, this member's
+// rank from d.Self.
+func (r Rendezvous) Vars(d sink.Delivery) ([]Var, error) {
+	members := r.Ranker.Order(d.Set)
+	if len(members) == 0 {
+		return nil, errors.New("no member has a name to rank (see -rendezvous-roles and -hosts-name-template)")
+	}
+	return r.Framework.Env(members, Self(members, d.Self), r.Port)
+}
+
+// Render returns the environment file for d (RenderEnvFile).
+func (r Rendezvous) Render(d sink.Delivery) ([]byte, error) {
+	vars, err := r.Vars(d)
+	if err != nil {
+		return nil, err
+	}
+	return RenderEnvFile(vars), nil
+}
+
+// Environ returns the variables for d as "NAME=value" strings, for the
+// -- command's environment: exec calls it once, with the delivery that
+// starts the command, since a running process's environment cannot change.
+func (r Rendezvous) Environ(d sink.Delivery) ([]string, error) {
+	vars, err := r.Vars(d)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: %w", err)
+	}
+	return Environ(vars), nil
+}

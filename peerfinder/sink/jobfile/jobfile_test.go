@@ -2,8 +2,11 @@ package jobfile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,6 +126,80 @@ func TestSlots(t *testing.T) {
 func TestHostfileGolden(t *testing.T) {
 	golden.Check(t, "hostfile-slots-1", RenderHostfile(ranker(t, "launcher=1,worker=3").Order(job), Slots{N: 1}, nil))
 	golden.Check(t, "hostfile-auto-workers", RenderHostfile(ranker(t, "worker=3", "worker").Order(job), Slots{Auto: true}, nil))
+}
+
+// TestRendezvousGolden: torch's variables and TF's TF_CONFIG for worker-2
+// (rank 3 of launcher-0, worker-0, worker-1, worker-2, worker-10).
+func TestRendezvousGolden(t *testing.T) {
+	self := member("worker", "2", 0).FQDN
+	d := sink.Delivery{Set: job, Self: self, Generation: 1}
+	for _, f := range []Framework{Torch, TF} {
+		r := Rendezvous{Ranker: ranker(t, "launcher=1,worker=3"), Framework: f, Port: f.DefaultPort()}
+		out, err := r.Render(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, string(f)+".env", out)
+	}
+	c := TFConfigOf(ranker(t, "chief=1,worker=3", "chief", "worker").Order(peer.NewSet(
+		member("chief", "0", 0, "10.0.0.1"), member("worker", "1", 0, "10.0.0.2"),
+		member("worker", "0", 0, "10.0.0.3"), member("ps", "0", 0, "10.0.0.4"))), 2, 2222)
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "tf-config.json", append(b, '\n'))
+}
+
+// TestTorchEnvNotRanked: a member whose role is not ranked (the launcher
+// of -rendezvous-roles=worker) gets the world but no RANK, and no TF task.
+func TestTorchEnvNotRanked(t *testing.T) {
+	ms := ranker(t, "worker=3", "worker").Order(job)
+	launcher := member("launcher", "0", 0).FQDN
+	env := TorchEnv(ms, Self(ms, launcher), 29500)
+	want := []Var{{"MASTER_ADDR", "worker-0"}, {"MASTER_PORT", "29500"}, {"WORLD_SIZE", "4"}}
+	if !slices.Equal(env, want) {
+		t.Errorf("TorchEnv = %v, want %v", env, want)
+	}
+	if c := TFConfigOf(ms, Self(ms, launcher), 2222); c.Task != nil || len(c.Cluster["worker"]) != 4 {
+		t.Errorf("TFConfigOf = %+v; want no task, 4 workers", c)
+	}
+}
+
+// TestTFConfigEvaluator: TensorFlow's evaluator is not part of the
+// training cluster: it gets its task, and no member sees it listed.
+func TestTFConfigEvaluator(t *testing.T) {
+	ms := ranker(t, "chief=1,evaluator=1,worker=2").Order(peer.NewSet())
+	c := TFConfigOf(ms, 1, 2222) // chief-0, evaluator-0, worker-0, worker-1
+	if c.Task == nil || *c.Task != (TFTask{Type: "evaluator", Index: 0}) {
+		t.Errorf("evaluator's task = %+v, want evaluator 0", c.Task)
+	}
+	want := map[string][]string{"chief": {"chief-0:2222"}, "worker": {"worker-0:2222", "worker-1:2222"}}
+	if !maps.EqualFunc(c.Cluster, want, slices.Equal) {
+		t.Errorf("cluster = %v, want %v", c.Cluster, want)
+	}
+	if c := TFConfigOf(ms, 3, 2222); c.Task == nil || *c.Task != (TFTask{Type: "worker", Index: 1}) {
+		t.Errorf("worker-1's task = %+v, want worker 1", c.Task)
+	}
+}
+
+// TestEnvFileIsSourcedExactly: values with quotes, $, backquotes, spaces
+// and newlines come back byte for byte from a real shell's `. FILE`.
+func TestEnvFileIsSourcedExactly(t *testing.T) {
+	vars := []Var{{"A", `it's "x" $HOME ` + "`id`" + ` \n`}, {"B", "line1\nline2"}, {"C", ""}, {"D", `'`}, {"TF_CONFIG", `{"cluster":{"worker":["w-0:2222"]}}`}}
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, RenderEnvFile(vars), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vars {
+		out, err := exec.Command("sh", "-c", `. "$1" && printf %s "$`+v.Name+`"`, "sh", path).Output()
+		if err != nil {
+			t.Fatalf("sourcing %s: %v", path, err)
+		}
+		if string(out) != v.Value {
+			t.Errorf("%s sourced = %q, want %q", v.Name, out, v.Value)
+		}
+	}
 }
 
 // TestFileSink: the file is written, an unchanged one is not rewritten,

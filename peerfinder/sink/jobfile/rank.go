@@ -1,12 +1,15 @@
 // Package jobfile implements the outputs that job frameworks read, beside
 // the hosts file: an MPI hostfile ("<name> slots=N" per member, in rank
-// order).
+// order) and the rendezvous environment of torch.distributed (MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE, RANK) and TensorFlow (TF_CONFIG), as a
+// shell-sourceable file and as the -- command's environment.
 //
 // Every member is named as the hosts file names it (hostsfile.Namer and
 // hostsfile.MakePlan, so -hosts-name-template, -hosts-index-label,
 // -hosts-expect and -ip-family mean the same here), and the members are
 // ranked by Order: by role, then index, where a name "<role>-<index>" gives
-// both. The decisions (Order, RenderHostfile) are pure; File writes what a render function returns,
+// both. The decisions (Order, RenderHostfile, TorchEnv, TFConfigOf,
+// RenderEnvFile) are pure; File writes what a render function returns,
 // atomically.
 package jobfile
 
