@@ -137,7 +137,7 @@ func buildJobFiles(cfg *config.Config, log *slog.Logger) ([]engine.NamedSink, fu
 		r := ranker
 		r.Roles = s.MPIRoles
 		mpi := &jobfile.MPI{Ranker: r, Slots: s.MPISlots}
-		f, err := jobfile.NewFile("mpi-hostfile", s.MPIHostfile, mpi.Render, log)
+		f, err := jobfile.NewFile("mpi-hostfile", s.MPIHostfile, mpi.Render, jobfile.IsHostfile, log)
 		if err != nil {
 			return nil, nil, &config.UsageError{Flag: "mpi-hostfile", Err: err}
 		}
@@ -149,7 +149,7 @@ func buildJobFiles(cfg *config.Config, log *slog.Logger) ([]engine.NamedSink, fu
 	ranker.Roles = s.RendezvousRoles
 	rdv := jobfile.Rendezvous{Ranker: ranker, Framework: s.Rendezvous, Port: s.RendezvousPort}
 	if s.RendezvousFile != "" {
-		f, err := jobfile.NewFile("rendezvous-file", s.RendezvousFile, rdv.Render, log)
+		f, err := jobfile.NewFile("rendezvous-file", s.RendezvousFile, rdv.Render, jobfile.IsEnvFile, log)
 		if err != nil {
 			return nil, nil, &config.UsageError{Flag: "rendezvous-file", Err: err}
 		}

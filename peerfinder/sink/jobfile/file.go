@@ -1,6 +1,7 @@
 package jobfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,26 +15,30 @@ import (
 // File is a sink that writes what its render function returns for each
 // delivery to one file, atomically (internal/atomicfile: a temporary file
 // renamed over it, in place for a bind-mounted file); an unchanged file is
-// not rewritten. A failed render or write leaves the file as it was.
+// not rewritten. A failed render or write leaves the file as it was. It
+// replaces only an empty file or one its ours function recognises
+// (IsHostfile, IsEnvFile): a hosts file or anything else at the path is
+// left whole and Apply fails naming it, as the JSON file sink does.
 type File struct {
 	path   string
 	name   string
 	render func(sink.Delivery) ([]byte, error)
+	ours   func([]byte) bool
 	log    *slog.Logger
 }
 
 var _ sink.Sink = (*File)(nil)
 
 // NewFile returns a File sink named name (its flag, for logs and errors)
-// writing path.
-func NewFile(name, path string, render func(sink.Delivery) ([]byte, error), log *slog.Logger) (*File, error) {
+// writing path, which replaces only an empty file or one ours recognises.
+func NewFile(name, path string, render func(sink.Delivery) ([]byte, error), ours func([]byte) bool, log *slog.Logger) (*File, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%s: no path", name)
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &File{path: path, name: name, render: render, log: log.With("sink", name, "path", path)}, nil
+	return &File{path: path, name: name, render: render, ours: ours, log: log.With("sink", name, "path", path)}, nil
 }
 
 // Apply renders d and writes the file, once.
@@ -45,7 +50,12 @@ func (f *File) Apply(ctx context.Context, d sink.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
-	res, err := atomicfile.Update(ctx, f.path, 0o644, atomicfile.Auto, func([]byte) ([]byte, error) { return out, nil })
+	res, err := atomicfile.Update(ctx, f.path, 0o644, atomicfile.Auto, func(current []byte) ([]byte, error) {
+		if len(bytes.TrimSpace(current)) > 0 && !f.ours(current) {
+			return nil, fmt.Errorf("refusing to replace %s: not what -%s writes (written by someone else, or -%s names another file)", f.path, f.name, f.name)
+		}
+		return out, nil
+	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}

@@ -124,7 +124,11 @@ func TestSlots(t *testing.T) {
 }
 
 func TestHostfileGolden(t *testing.T) {
-	golden.Check(t, "hostfile-slots-1", RenderHostfile(ranker(t, "launcher=1,worker=3").Order(job), Slots{N: 1}, nil))
+	out := RenderHostfile(ranker(t, "launcher=1,worker=3").Order(job), Slots{N: 1}, nil)
+	golden.Check(t, "hostfile-slots-1", out)
+	if !IsHostfile(out) {
+		t.Errorf("IsHostfile refuses what RenderHostfile wrote:\n%s", out)
+	}
 	golden.Check(t, "hostfile-auto-workers", RenderHostfile(ranker(t, "worker=3", "worker").Order(job), Slots{Auto: true}, nil))
 }
 
@@ -191,6 +195,9 @@ func TestEnvFileIsSourcedExactly(t *testing.T) {
 	if err := os.WriteFile(path, RenderEnvFile(vars), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if !IsEnvFile(RenderEnvFile(vars)) {
+		t.Errorf("IsEnvFile refuses what RenderEnvFile wrote:\n%s", RenderEnvFile(vars))
+	}
 	for _, v := range vars {
 		out, err := exec.Command("sh", "-c", `. "$1" && printf %s "$`+v.Name+`"`, "sh", path).Output()
 		if err != nil {
@@ -209,7 +216,7 @@ func TestFileSink(t *testing.T) {
 	fail := errors.New("no names")
 	var next []byte
 	var err error
-	f, nerr := NewFile("mpi-hostfile", path, func(sink.Delivery) ([]byte, error) { return next, err }, nil)
+	f, nerr := NewFile("mpi-hostfile", path, func(sink.Delivery) ([]byte, error) { return next, err }, IsHostfile, nil)
 	if nerr != nil {
 		t.Fatal(nerr)
 	}
@@ -248,5 +255,43 @@ func TestMPIRememberedSlots(t *testing.T) {
 	}
 	if _, err := (&MPI{Ranker: ranker(t, "", "ps")}).Render(sink.Delivery{Set: both}); err == nil {
 		t.Errorf("Render with no member to list succeeded")
+	}
+}
+
+// TestFileReplacesOnlyItsOwnKind: -mpi-hostfile or -rendezvous-file naming
+// a file that is not one (a hosts file, /etc/passwd in a shared volume) is
+// left whole and the sink fails naming it; an empty file, or one of its
+// own kind, is replaced.
+func TestFileReplacesOnlyItsOwnKind(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, out string
+		kind      func([]byte) bool
+		ours      []string
+	}{
+		{"mpi-hostfile", "worker-0 slots=2\n", IsHostfile, []string{"", "\n", "worker-0 slots=1\nlauncher-0 slots=1\n"}},
+		{"rendezvous-file", "RANK='1'\n", IsEnvFile, []string{"", "MASTER_ADDR='w-0'\nTF_CONFIG='{}'\n"}},
+	} {
+		f, err := NewFile(tc.name, filepath.Join(t.TempDir(), "out"), func(sink.Delivery) ([]byte, error) { return []byte(tc.out), nil }, tc.kind, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, foreign := range []string{"127.0.0.1\tlocalhost\n", "root:x:0:0:root:/root:/bin/sh\n", "worker-0 slots=1\nextra\n", "A='x'\nB='unterminated\n", "A='x' trailing\n"} {
+			if err := os.WriteFile(f.path, []byte(foreign), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := f.Apply(ctx, sink.Delivery{Set: job, Generation: 1})
+			if b, _ := os.ReadFile(f.path); err == nil || !strings.Contains(err.Error(), "refusing") || string(b) != foreign {
+				t.Errorf("%s: Apply over %q = %v, the file now %q; want it refused and left whole", tc.name, foreign, err, b)
+			}
+		}
+		for _, own := range tc.ours {
+			if err := os.WriteFile(f.path, []byte(own), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Apply(ctx, sink.Delivery{Set: job, Generation: 1}); err != nil {
+				t.Errorf("%s: Apply over %q = %v", tc.name, own, err)
+			}
+		}
 	}
 }

@@ -51,6 +51,23 @@ func (s Slots) Of(m Member, known map[string]int) int {
 	return 1
 }
 
+// IsHostfile reports whether content is an MPI hostfile as RenderHostfile
+// writes one: every line that is not blank is "<name> slots=<N>". It is
+// pure.
+func IsHostfile(content []byte) bool {
+	for line := range strings.Lines(string(content)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n, ok := strings.CutPrefix(f[len(f)-1], "slots=")
+		if _, err := strconv.Atoi(n); len(f) != 2 || !ok || err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // RenderHostfile returns the MPI hostfile of members: one "<name> slots=N"
 // line each, in the given (rank) order. It is pure.
 func RenderHostfile(members []Member, slots Slots, known map[string]int) []byte {

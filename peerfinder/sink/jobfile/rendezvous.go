@@ -3,6 +3,7 @@ package jobfile
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -124,6 +125,41 @@ func RenderEnvFile(vars []Var) []byte {
 		fmt.Fprintf(&b, "%s=%s\n", v.Name, ShellQuote(v.Value))
 	}
 	return []byte(b.String())
+}
+
+// envName is the start of a variable's line, up to the opening quote.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*='`)
+
+// IsEnvFile reports whether content is an environment file as
+// RenderEnvFile writes one: NAME='value' lines (a value may hold newlines
+// and escaped quotes), blank lines between them. It is pure.
+func IsEnvFile(content []byte) bool {
+	s := string(content)
+	for {
+		if s = strings.TrimLeft(s, " \t\r\n"); s == "" {
+			return true
+		}
+		loc := envName.FindStringIndex(s)
+		if loc == nil {
+			return false
+		}
+		s = s[loc[1]:]
+		for { // the value, up to a quote that is not part of '\''
+			i := strings.IndexByte(s, '\'')
+			if i < 0 {
+				return false
+			}
+			s = s[i+1:]
+			rest, escaped := strings.CutPrefix(s, `\''`)
+			if !escaped {
+				break
+			}
+			s = rest
+		}
+		if s != "" && s[0] != '\n' {
+			return false
+		}
+	}
 }
 
 // ShellQuote returns s in single quotes for a POSIX shell.
