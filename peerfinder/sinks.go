@@ -12,9 +12,11 @@ import (
 	"github.com/flockd/flock/peerfinder/config"
 	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
 	execsink "github.com/flockd/flock/peerfinder/sink/exec"
 	"github.com/flockd/flock/peerfinder/sink/hook"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+	"github.com/flockd/flock/peerfinder/sink/jobfile"
 	"github.com/flockd/flock/peerfinder/sink/jsonfile"
 	"github.com/flockd/flock/peerfinder/sink/leader"
 )
@@ -71,6 +73,11 @@ func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
 		}
 		sinks = append(sinks, engine.NamedSink{Name: "json-file", Sink: jf})
 	}
+	jobSinks, rdv, err := buildJobFiles(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	sinks = append(sinks, jobSinks...)
 	// A hook or command that can never run is a usage error now, not a
 	// retry forever.
 	for _, c := range []struct {
@@ -101,6 +108,7 @@ func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
 	if s.Exec != nil {
 		ex, err := execsink.New(execsink.Config{
 			Argv: s.Exec, ReloadSignal: s.ReloadSignal, KillTimeout: s.KillTimeout, Reap: true, Logger: log,
+			EnvFrom: rdv,
 		})
 		if err != nil {
 			return nil, nil, &config.UsageError{Flag: "--", Err: err}
@@ -108,4 +116,44 @@ func buildSinks(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
 		sinks = append(sinks, engine.NamedSink{Name: "exec", Sink: ex})
 	}
 	return sinks, missing, nil
+}
+
+// buildJobFiles creates the MPI hostfile and rendezvous file sinks, and
+// returns the rendezvous variables' function for the -- command's
+// environment (nil without -rendezvous). Both rank the names the hosts file
+// gives.
+func buildJobFiles(cfg *config.Config, log *slog.Logger) ([]engine.NamedSink, func(sink.Delivery) ([]string, error), error) {
+	s := cfg.Sinks
+	if s.MPIHostfile == "" && s.Rendezvous == "" {
+		return nil, nil, nil
+	}
+	namer, err := hostsfile.NewNamer(s.NameTemplate, nil, s.IndexLabel)
+	if err != nil {
+		return nil, nil, &config.UsageError{Flag: "hosts-name-template", Err: err}
+	}
+	ranker := jobfile.Ranker{Namer: namer, Family: s.IPFamily, Expected: s.Expected}
+	var sinks []engine.NamedSink
+	if s.MPIHostfile != "" {
+		r := ranker
+		r.Roles = s.MPIRoles
+		mpi := &jobfile.MPI{Ranker: r, Slots: s.MPISlots}
+		f, err := jobfile.NewFile("mpi-hostfile", s.MPIHostfile, mpi.Render, jobfile.IsHostfile, log)
+		if err != nil {
+			return nil, nil, &config.UsageError{Flag: "mpi-hostfile", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "mpi-hostfile", Sink: f})
+	}
+	if s.Rendezvous == "" {
+		return sinks, nil, nil
+	}
+	ranker.Roles = s.RendezvousRoles
+	rdv := jobfile.Rendezvous{Ranker: ranker, Framework: s.Rendezvous, Port: s.RendezvousPort}
+	if s.RendezvousFile != "" {
+		f, err := jobfile.NewFile("rendezvous-file", s.RendezvousFile, rdv.Render, jobfile.IsEnvFile, log)
+		if err != nil {
+			return nil, nil, &config.UsageError{Flag: "rendezvous-file", Err: err}
+		}
+		sinks = append(sinks, engine.NamedSink{Name: "rendezvous-file", Sink: f})
+	}
+	return sinks, rdv.Environ, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +48,14 @@ type SlimPodSpec struct {
 
 // SlimContainer is the part of corev1.Container in a SlimPod.
 type SlimContainer struct {
-	Ports []SlimContainerPort `json:"ports,omitempty"`
+	Ports     []SlimContainerPort `json:"ports,omitempty"`
+	Resources SlimResources       `json:"resources,omitempty"`
+}
+
+// SlimResources is the part of corev1.ResourceRequirements in a SlimPod:
+// the requests, each quantity in its canonical string form ("500m").
+type SlimResources struct {
+	Requests map[string]string `json:"requests,omitempty"`
 }
 
 // SlimContainerPort is the part of corev1.ContainerPort in a SlimPod.
@@ -94,6 +102,7 @@ func (p *SlimPod) DeepCopyObject() runtime.Object {
 		out.Spec.Containers = make([]SlimContainer, len(p.Spec.Containers))
 		for i, c := range p.Spec.Containers {
 			out.Spec.Containers[i].Ports = append([]SlimContainerPort(nil), c.Ports...)
+			out.Spec.Containers[i].Resources.Requests = maps.Clone(c.Resources.Requests)
 		}
 	}
 	out.Status.Conditions = append([]SlimPodCondition(nil), p.Status.Conditions...)
@@ -162,11 +171,14 @@ func (s *SlimPodSpec) unmarshal(b []byte) error {
 			c := &s.Containers[len(s.Containers)-1]
 			return message(t, v, func(b []byte) error {
 				return eachField(b, func(n protowire.Number, t protowire.Type, v []byte) error {
-					if n != 6 { // ports
-						return nil
+					switch n {
+					case 6: // ports
+						c.Ports = append(c.Ports, SlimContainerPort{})
+						return message(t, v, c.Ports[len(c.Ports)-1].unmarshal)
+					case 8: // resources
+						return message(t, v, c.Resources.unmarshal)
 					}
-					c.Ports = append(c.Ports, SlimContainerPort{})
-					return message(t, v, c.Ports[len(c.Ports)-1].unmarshal)
+					return nil
 				})
 			})
 		case 10:
@@ -177,6 +189,30 @@ func (s *SlimPodSpec) unmarshal(b []byte) error {
 			return str(t, v, &s.Subdomain)
 		}
 		return nil
+	})
+}
+
+// unmarshal reads ResourceRequirements' requests (field 2), a
+// map<string, Quantity>.
+func (r *SlimResources) unmarshal(b []byte) error {
+	return eachField(b, func(n protowire.Number, t protowire.Type, v []byte) error {
+		if n != 2 {
+			return nil
+		}
+		return mapEntry(t, v, &r.Requests, quantity)
+	})
+}
+
+// quantity reads a resource.Quantity message: its one string (field 1),
+// the canonical form.
+func quantity(t protowire.Type, v []byte, s *string) error {
+	return message(t, v, func(b []byte) error {
+		return eachField(b, func(n protowire.Number, t protowire.Type, v []byte) error {
+			if n != 1 {
+				return nil
+			}
+			return str(t, v, s)
+		})
 	})
 }
 
@@ -262,9 +298,9 @@ func unmarshalObjectMeta(m *metav1.ObjectMeta, b []byte) error {
 			m.DeletionTimestamp = new(metav1.Time)
 			return message(t, v, m.DeletionTimestamp.Unmarshal)
 		case 11:
-			return mapEntry(t, v, &m.Labels)
+			return mapEntry(t, v, &m.Labels, str)
 		case 12:
-			return mapEntry(t, v, &m.Annotations)
+			return mapEntry(t, v, &m.Annotations, str)
 		case 13:
 			m.OwnerReferences = append(m.OwnerReferences, metav1.OwnerReference{})
 			return message(t, v, m.OwnerReferences[len(m.OwnerReferences)-1].Unmarshal)
@@ -322,8 +358,9 @@ func varint(t protowire.Type, v []byte) (uint64, error) {
 	return x, nil
 }
 
-// mapEntry adds the map<string, string> entry v to *m.
-func mapEntry(t protowire.Type, v []byte, m *map[string]string) error {
+// mapEntry adds the map entry v to *m, its value read by value: str for a
+// map<string, string>.
+func mapEntry(t protowire.Type, v []byte, m *map[string]string, value func(protowire.Type, []byte, *string) error) error {
 	var k, val string
 	err := message(t, v, func(b []byte) error {
 		return eachField(b, func(n protowire.Number, t protowire.Type, v []byte) error {
@@ -331,7 +368,7 @@ func mapEntry(t protowire.Type, v []byte, m *map[string]string) error {
 			case 1:
 				return str(t, v, &k)
 			case 2:
-				return str(t, v, &val)
+				return value(t, v, &val)
 			}
 			return nil
 		})

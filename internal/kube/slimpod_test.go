@@ -51,7 +51,10 @@ func richPod(name string) *corev1.Pod {
 						{Name: "redis", ContainerPort: 6379, Protocol: corev1.ProtocolTCP, HostPort: 16379, HostIP: "0.0.0.0"},
 						{Name: "gossip", ContainerPort: 16379, Protocol: corev1.ProtocolUDP},
 					},
-					Resources:      corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+					Resources: corev1.ResourceRequirements{
+						Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+					},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(6379)}}},
 				},
 				{Name: "sidecar", Image: "peer-finder"},

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"flag"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/flockd/flock/internal/atomicfile"
 	execsink "github.com/flockd/flock/peerfinder/sink/exec"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+	"github.com/flockd/flock/peerfinder/sink/jobfile"
 )
 
 // Sinks holds the flags of the file and exec sinks.
@@ -44,6 +46,26 @@ type Sinks struct {
 	// JSONFile is -json-file; empty disables the JSON file sink.
 	JSONFile string
 
+	// MPIHostfile is -mpi-hostfile; empty disables the MPI hostfile sink.
+	MPIHostfile string
+	// MPISlots is -mpi-slots (default 1).
+	MPISlots jobfile.Slots
+	// MPIRoles is -mpi-roles: the roles listed in the hostfile, in rank
+	// order; all when empty.
+	MPIRoles []string
+	// Rendezvous is -rendezvous: torch, tf, or "" for none.
+	Rendezvous jobfile.Framework
+	// RendezvousPort is -rendezvous-port; the framework's default when 0.
+	RendezvousPort int
+	// RendezvousFile is -rendezvous-file; empty writes no file.
+	RendezvousFile string
+	// RendezvousRoles is -rendezvous-roles: the roles ranked, in rank
+	// order; all when empty.
+	RendezvousRoles []string
+
+	// mpiSlotsSet says -mpi-slots was given.
+	mpiSlotsSet bool
+
 	// Exec is the command after "--" (pid-1 mode); nil disables it.
 	Exec []string
 	// ReloadSignal is sent to Exec after each later change.
@@ -57,7 +79,9 @@ type Sinks struct {
 }
 
 // Any reports whether a file or exec sink is configured.
-func (s Sinks) Any() bool { return s.HostsFile != "" || s.JSONFile != "" || s.Exec != nil }
+func (s Sinks) Any() bool {
+	return s.HostsFile != "" || s.JSONFile != "" || s.MPIHostfile != "" || s.RendezvousFile != "" || s.Exec != nil
+}
 
 // addSinkFlags registers the sink flags on fs.
 func (c *Config) addSinkFlags(fs *flag.FlagSet) {
@@ -84,6 +108,22 @@ func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.HostsLease, "hosts-lease", "", "Only the holder of this coordination.k8s.io Lease `name` writes the hosts file (one writer for a file shared by many pods). Needs get,create,update on leases.")
 	fs.BoolVar(&s.WaitForAll, "wait-for-all", false, "Hold the first delivery (and so init mode's exit, hooks and the -- command) until every expected host name has an address; bounded by -bootstrap-timeout.")
 	fs.StringVar(&s.JSONFile, "json-file", "", "Write the peer set as a versioned JSON document to this `file`, atomically, only when it changed.")
+	s.MPISlots = jobfile.Slots{N: 1}
+	fs.StringVar(&s.MPIHostfile, "mpi-hostfile", "", "Write an MPI hostfile to this `file`, atomically: one \"<name> slots=N\" line per member with the hosts file's names (-hosts-name-template, -hosts-expect), ordered by role then index (mpirun's rank order).")
+	fs.Func("mpi-slots", "Slots of each -mpi-hostfile line: a whole `number`, or auto (the pod's CPU request in whole CPUs, at least 1; needs -source=pods) (default 1).", func(v string) error {
+		sl, err := jobfile.ParseSlots(v)
+		s.MPISlots, s.mpiSlotsSet = sl, true
+		return err
+	})
+	fs.Func("mpi-roles", "Comma-separated `roles` listed in -mpi-hostfile, in rank order, e.g. worker (a launcher that is no slot left out); default every role, by name.", rolesFlag(&s.MPIRoles))
+	fs.Func("rendezvous", "Rendezvous variables of a training `framework`: torch (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) or tf (TF_CONFIG), written to -rendezvous-file and set in the -- command's environment when it starts. Needs expected names (-hosts-expect or -expect N).", func(v string) error {
+		f, err := jobfile.ParseFramework(v)
+		s.Rendezvous = f
+		return err
+	})
+	fs.IntVar(&s.RendezvousPort, "rendezvous-port", 0, "The `port` in MASTER_PORT or in TF_CONFIG's addresses (default 29500 for torch, 2222 for tf).")
+	fs.StringVar(&s.RendezvousFile, "rendezvous-file", "", "Write the -rendezvous variables to this `file` as shell-sourceable NAME='value' lines, atomically, at every change of the set.")
+	fs.Func("rendezvous-roles", "Comma-separated `roles` ranked by -rendezvous, in rank order (the first role's first member is torch's MASTER_ADDR, rank 0); default every role, by name.", rolesFlag(&s.RendezvousRoles))
 	fs.Func("reload-signal", "Signal sent to the -- command after each later change of the peer set, e.g. SIGHUP; default none. One the command can catch: not KILL, STOP, TSTP, TTIN, TTOU, 32 or 33.", func(v string) error {
 		sig, err := execsink.ParseSignal(v)
 		s.ReloadSignal = sig
@@ -111,7 +151,7 @@ func (c *Config) completeSinks(env Env) error {
 	if err := execsink.CheckReloadSignal(s.ReloadSignal); err != nil {
 		return usage("reload-signal", "%v", err)
 	}
-	outputs := map[string]string{"hosts-file": s.HostsFile, "json-file": s.JSONFile}
+	outputs := map[string]string{"hosts-file": s.HostsFile, "json-file": s.JSONFile, "mpi-hostfile": s.MPIHostfile, "rendezvous-file": s.RendezvousFile}
 	if first, second, ok := sharedOutput(outputs); ok {
 		return usage(second, "%q names the same file as -%s %q: each file output needs its own file", outputs[second], first, outputs[first])
 	}
@@ -121,7 +161,7 @@ func (c *Config) completeSinks(env Env) error {
 		if s.Expected, err = hostsfile.ParseExpected(s.ExpectSpec); err != nil {
 			return usage("hosts-expect", "%v", err)
 		}
-	case c.Bootstrap.Expect > 0 && s.HostsFile != "":
+	case c.Bootstrap.Expect > 0 && (s.HostsFile != "" || s.MPIHostfile != "" || s.Rendezvous != ""):
 		if s.Expected, err = hostsfile.ExpectedFromCount(c.Hostname, c.Bootstrap.Expect); err != nil {
 			return usage("hosts-expect", "not set and %v", err)
 		}
@@ -142,7 +182,77 @@ func (c *Config) completeSinks(env Env) error {
 	case s.Once && s.Exec != nil:
 		return usage("once", "cannot be combined with a command after --")
 	}
+	return c.completeJobFiles()
+}
+
+// completeJobFiles validates the MPI hostfile and rendezvous flags.
+func (c *Config) completeJobFiles() error {
+	s := &c.Sinks
+	switch {
+	case s.mpiSlotsSet && s.MPIHostfile == "":
+		return usage("mpi-slots", "needs -mpi-hostfile")
+	case len(s.MPIRoles) > 0 && s.MPIHostfile == "":
+		return usage("mpi-roles", "needs -mpi-hostfile")
+	}
+	if s.MPISlots.Auto && !slices.Contains(c.Kube.Sources, SourcePods) {
+		return usage("mpi-slots", "auto reads the pods' CPU requests: needs -source=pods")
+	}
+	if s.Rendezvous == "" {
+		switch {
+		case s.RendezvousFile != "":
+			return usage("rendezvous-file", "needs -rendezvous")
+		case s.RendezvousPort != 0:
+			return usage("rendezvous-port", "needs -rendezvous")
+		case len(s.RendezvousRoles) > 0:
+			return usage("rendezvous-roles", "needs -rendezvous")
+		}
+		return nil
+	}
+	if s.RendezvousPort == 0 {
+		s.RendezvousPort = s.Rendezvous.DefaultPort()
+	}
+	switch {
+	case s.RendezvousPort < 1 || s.RendezvousPort > 65535:
+		return usage("rendezvous-port", "%d: want 1 to 65535", s.RendezvousPort)
+	case s.RendezvousFile == "" && s.Exec == nil:
+		return usage("rendezvous", "needs -rendezvous-file or a command after --")
+	case len(s.Expected) == 0:
+		// A training job's world is fixed when it starts: its size cannot
+		// be whatever members happen to be known then.
+		return usage("rendezvous", "needs expected names to rank: -hosts-expect, or -expect N")
+	}
 	return nil
+}
+
+// rolesFlag is the flag.Func of a list of roles (parseRoles) into dst.
+func rolesFlag(dst *[]string) func(string) error {
+	return func(v string) (err error) {
+		*dst, err = parseRoles(v)
+		return err
+	}
+}
+
+// parseRoles parses a comma-separated list of roles: each a name that
+// "<role>-0" is a valid host name of, no duplicates.
+func parseRoles(v string) ([]string, error) {
+	var roles []string
+	for r := range strings.SplitSeq(v, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if err := hostsfile.ValidName(r + "-0"); err != nil {
+			return nil, fmt.Errorf("role %q: %w", r, err)
+		}
+		if slices.Contains(roles, r) {
+			return nil, fmt.Errorf("role %q listed twice", r)
+		}
+		roles = append(roles, r)
+	}
+	if len(roles) == 0 {
+		return nil, fmt.Errorf("%q: no role", v)
+	}
+	return roles, nil
 }
 
 // sharedOutput reports two flags of outputs (flag name to path; empty is

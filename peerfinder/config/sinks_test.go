@@ -8,6 +8,7 @@ import (
 
 	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/peerfinder/sink/hostsfile"
+	"github.com/flockd/flock/peerfinder/sink/jobfile"
 )
 
 func TestParseSinkFlags(t *testing.T) {
@@ -54,6 +55,33 @@ func TestParseSinkFlags(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "MPI hostfile and TF rendezvous from the pods source",
+			args: []string{"-service=train", "-source=pods", "-selector=job=train", "-hosts-name-template={{.Role}}-{{.Index}}", "-hosts-expect=chief=1,worker=2",
+				"-mpi-hostfile=/run/hostfile", "-mpi-slots=auto", "-mpi-roles=worker", "-rendezvous=tf", "-rendezvous-file=/run/env", "--", "python3", "train.py"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if s.MPIHostfile != "/run/hostfile" || !s.MPISlots.Auto || !slices.Equal(s.MPIRoles, []string{"worker"}) {
+					t.Errorf("mpi = %q %v %q", s.MPIHostfile, s.MPISlots, s.MPIRoles)
+				}
+				if s.Rendezvous != jobfile.TF || s.RendezvousPort != 2222 || s.RendezvousFile != "/run/env" || !s.Any() {
+					t.Errorf("rendezvous = %q %d %q", s.Rendezvous, s.RendezvousPort, s.RendezvousFile)
+				}
+			},
+		},
+		{
+			name: "torch rendezvous for the command only, -expect N",
+			args: []string{"-service=train", "-hostname=train-1", "-expect=3", "-rendezvous=torch", "-rendezvous-roles=train", "--", "torchrun"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if s.Rendezvous != jobfile.Torch || s.RendezvousPort != 29500 || !slices.Equal(s.Expected, []string{"train-0", "train-1", "train-2"}) {
+					t.Errorf("rendezvous = %q %d, expected %q", s.Rendezvous, s.RendezvousPort, s.Expected)
+				}
+				if s.MPISlots != (jobfile.Slots{N: 1}) {
+					t.Errorf("default -mpi-slots = %v, want 1", s.MPISlots)
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(tc.args, e)
@@ -88,6 +116,17 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-json-file=j", "stray"}, ""},
 		{[]string{"-service=web", "-hosts-file=/etc/hosts", "-json-file=/etc/hosts"}, "json-file"},
 		{[]string{"-service=web", "-hosts-file=out/h", "-json-file=./out//x/../h"}, "json-file"},
+		{[]string{"-service=web", "-mpi-hostfile=m", "-mpi-slots=auto"}, "mpi-slots"},
+		{[]string{"-service=web", "-json-file=j", "-mpi-slots=2"}, "mpi-slots"},
+		{[]string{"-service=web", "-json-file=j", "-mpi-roles=worker"}, "mpi-roles"},
+		{[]string{"-service=web", "-hosts-file=h", "-mpi-hostfile=h"}, "mpi-hostfile"},
+		{[]string{"-service=web", "-rendezvous=torch", "-rendezvous-file=r"}, "rendezvous"},
+		{[]string{"-service=web", "-rendezvous=torch", "-hosts-expect=worker=2", "-json-file=j"}, "rendezvous"},
+		{[]string{"-service=web", "-json-file=j", "-rendezvous-file=r"}, "rendezvous-file"},
+		{[]string{"-service=web", "-json-file=j", "-rendezvous-port=1234"}, "rendezvous-port"},
+		{[]string{"-service=web", "-json-file=j", "-rendezvous-roles=worker"}, "rendezvous-roles"},
+		{[]string{"-service=web", "-rendezvous=tf", "-rendezvous-file=r", "-hosts-expect=worker=2", "-rendezvous-port=70000"}, "rendezvous-port"},
+		{[]string{"-service=web", "-rendezvous=tf", "-rendezvous-file=r", "-hosts-expect=worker=2", "-json-file=r"}, "rendezvous-file"},
 	} {
 		_, err := Parse(tc.args, e)
 		var ue *UsageError
@@ -99,6 +138,11 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{"-service=web", "-ip-family=ipx", "-hosts-file=h"},
 		{"-service=web", "-hosts-write-mode=sideways", "-hosts-file=h"},
 		{"-service=web", "-reload-signal=SIGNOPE", "--", "x"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-slots=0"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-slots=many"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-roles=Worker"},
+		{"-service=web", "-mpi-hostfile=m", "-mpi-roles=a,a"},
+		{"-service=web", "-rendezvous=mxnet", "--", "x"},
 	} {
 		if _, err := Parse(args, e); err == nil {
 			t.Errorf("Parse(%q) succeeded", args)

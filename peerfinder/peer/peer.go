@@ -55,6 +55,10 @@ type Peer struct {
 	// Labels are the pod's labels when the source has them. The map may be
 	// shared (with a source's cache, other sets): it is read-only.
 	Labels map[string]string `json:"labels,omitempty"`
+	// CPUMillicores is the pod's CPU request in millicores (the sum of its
+	// containers' requests), 0 when unknown or none; the pods source fills
+	// it. The MPI hostfile's -mpi-slots=auto reads it.
+	CPUMillicores int64 `json:"cpuMillicores,omitempty"`
 }
 
 // Key is the identity of the peer within a Set: the FQDN, or the Name when
@@ -72,7 +76,7 @@ func (p Peer) Equal(q Peer) bool {
 		p.Ready == q.Ready && p.Serving == q.Serving && p.Terminating == q.Terminating &&
 		p.Pod == q.Pod && p.UID == q.UID && p.Node == q.Node && p.Zone == q.Zone &&
 		p.Ordinal == q.Ordinal && p.Role == q.Role && slices.Equal(p.Ports, q.Ports) &&
-		maps.Equal(p.Labels, q.Labels)
+		maps.Equal(p.Labels, q.Labels) && p.CPUMillicores == q.CPUMillicores
 }
 
 // Set is an immutable set of peers sorted by Key, with unique keys.
@@ -125,6 +129,9 @@ func merge(a, b Peer) Peer {
 	}
 	if b.Ordinal >= 0 && (a.Ordinal < 0 || b.Ordinal < a.Ordinal) {
 		a.Ordinal = b.Ordinal
+	}
+	if b.CPUMillicores > 0 && (a.CPUMillicores == 0 || b.CPUMillicores < a.CPUMillicores) {
+		a.CPUMillicores = b.CPUMillicores
 	}
 	if len(b.Labels) > 0 {
 		labels := maps.Clone(a.Labels)

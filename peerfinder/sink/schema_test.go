@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,21 +20,14 @@ import (
 // Port without the schema fails here; documents that break the schema are
 // refused, so the check can fail.
 func TestDocumentSchema(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/peer-document.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(raw, &schema); err != nil {
-		t.Fatalf("schema: %v", err)
-	}
+	schema := readSchema(t, "peer-document.schema.json")
 	if v := schema["properties"].(map[string]any)["version"].(map[string]any)["const"]; v != float64(DocumentVersion) {
 		t.Errorf("schema is for version %v, documents are version %d", v, DocumentVersion)
 	}
 	full := Delivery{Self: "db-0.db.ns.svc.cluster.local", Generation: 7, Bootstrap: "join", Former: "db-1.db.ns.svc.cluster.local", Set: peer.NewSet(
 		peer.Peer{FQDN: "db-0.db.ns.svc.cluster.local", Name: "db-0", IPs: []string{"10.0.0.1", "fd00::1"}, Ready: true, Serving: true, Terminating: true,
 			Pod: "db-0", UID: "u0", Node: "n1", Zone: "z1", Ordinal: 0, Role: "worker",
-			Ports: []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}}, Labels: map[string]string{"app": "db"}},
+			Ports: []peer.Port{{Name: "peer", Port: 2888, Protocol: "TCP"}}, Labels: map[string]string{"app": "db"}, CPUMillicores: 1500},
 		peer.Peer{FQDN: "db-1.db.ns.svc.cluster.local", Ordinal: -1},
 	)}
 	for name, d := range map[string]Delivery{"full": full, "minimal": {Self: "a", Generation: 1}} {
@@ -64,6 +58,20 @@ func TestDocumentSchema(t *testing.T) {
 			t.Errorf("%s: %s passes the schema", name, bad)
 		}
 	}
+}
+
+// readSchema reads and decodes docs/<name>.
+func readSchema(t *testing.T, name string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatalf("schema %s: %v", name, err)
+	}
+	return schema
 }
 
 // validate checks v against the subset of JSON Schema the document schema

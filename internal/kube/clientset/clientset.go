@@ -112,6 +112,12 @@ func SlimPodFrom(p *corev1.Pod) *kube.SlimPod {
 		for _, port := range c.Ports {
 			sc.Ports = append(sc.Ports, kube.SlimContainerPort{Name: port.Name, ContainerPort: port.ContainerPort, Protocol: string(port.Protocol)})
 		}
+		for k, q := range c.Resources.Requests {
+			if sc.Resources.Requests == nil {
+				sc.Resources.Requests = map[string]string{}
+			}
+			sc.Resources.Requests[string(k)] = q.String()
+		}
 		s.Spec.Containers = append(s.Spec.Containers, sc)
 	}
 	for _, c := range p.Status.Conditions {

@@ -27,6 +27,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,11 @@ type Config struct {
 	Argv []string
 	// Env is the child's environment; os.Environ() when nil.
 	Env []string
+	// EnvFrom, when not nil, gives variables added to Env (replacing ones
+	// of the same name) for the delivery that starts the child: computed
+	// once, since a running process's environment cannot change. An error
+	// fails that Apply, so the start is retried.
+	EnvFrom func(sink.Delivery) ([]string, error)
 	// Dir is the child's working directory; the current one when empty.
 	Dir string
 	// ReloadSignal is sent to the child after each later delivery; none when
@@ -279,6 +285,18 @@ func handles(status []byte, sig syscall.Signal) (bool, error) {
 func (s *Sink) start(d sink.Delivery) error {
 	cmd := osexec.Command(s.cfg.Argv[0], s.cfg.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.cfg.Env, s.cfg.Dir
+	if s.cfg.EnvFrom != nil {
+		extra, err := s.cfg.EnvFrom(d)
+		if err != nil {
+			return fmt.Errorf("exec %s: environment: %w", s.cfg.Argv[0], err)
+		}
+		base := cmd.Env
+		if base == nil {
+			base = os.Environ()
+		}
+		// os/exec keeps the last of two values of one name.
+		cmd.Env = append(slices.Clone(base), extra...)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
 	// Its own process group, killed when it exits (see Run); in the
 	// foreground of the terminal on stdin, if any, so an interactive

@@ -12,6 +12,8 @@ import (
 	osexec "os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -621,5 +623,40 @@ func TestCheckReloadSignal(t *testing.T) {
 		if _, err := New(Config{Argv: []string{"true"}, ReloadSignal: sig}); err == nil {
 			t.Errorf("New with ReloadSignal %s succeeded", in)
 		}
+	}
+}
+
+// TestEnvFromAtStart: EnvFrom's variables reach the command, over
+// inherited ones of the same name, computed once from the delivery that
+// starts it; an EnvFrom error fails that Apply and starts nothing.
+func TestEnvFromAtStart(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	var calls []uint64
+	envFrom := func(d sink.Delivery) ([]string, error) {
+		calls = append(calls, d.Generation)
+		if d.Generation == 1 {
+			return nil, errors.New("no rank yet")
+		}
+		return []string{"RANK=" + strconv.FormatUint(d.Generation, 10), "HOME=/rendezvous"}, nil
+	}
+	s, err := New(Config{Argv: []string{"sh", "-c", `echo "$RANK $HOME $KEPT" > ` + out + `; while :; do sleep 0.02; done`},
+		Env: []string{"HOME=/root", "KEPT=yes"}, EnvFrom: envFrom, ReloadSignal: syscall.SIGCONT, Forward: []os.Signal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSink(t, s)
+	if err := s.Apply(context.Background(), sink.Delivery{Generation: 1, First: true}); err == nil || !strings.Contains(err.Error(), "no rank yet") {
+		t.Fatalf("Apply with a failing EnvFrom = %v", err)
+	}
+	for g := uint64(2); g <= 3; g++ {
+		if err := s.Apply(context.Background(), sink.Delivery{Generation: g, First: g == 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := waitForFile(t, out, 5*time.Second); got != "2 /rendezvous yes\n" {
+		t.Errorf("the command saw %q, want %q", got, "2 /rendezvous yes\n")
+	}
+	if !slices.Equal(calls, []uint64{1, 2}) {
+		t.Errorf("EnvFrom called for generations %v, want [1 2] (once per start attempt)", calls)
 	}
 }

@@ -16,6 +16,9 @@ type Entry struct {
 	IP      string
 	Name    string
 	Aliases []string
+	// Peer is the key of the peer the line is for; MakePlan sets it,
+	// ReadBlock (which reads the file) cannot.
+	Peer string
 }
 
 // Rejected is a peer, or a name of a peer, that was not written.
@@ -124,7 +127,7 @@ func MakePlan(set peer.Set, n *Namer, family Family, expected []string) Plan {
 	}
 	for name, c := range byName {
 		for _, ip := range c.ips {
-			plan.Entries = append(plan.Entries, Entry{IP: ip.String(), Name: name, Aliases: c.aliases})
+			plan.Entries = append(plan.Entries, Entry{IP: ip.String(), Name: name, Aliases: c.aliases, Peer: c.p.Key()})
 		}
 	}
 	slices.SortFunc(plan.Entries, func(a, b Entry) int {

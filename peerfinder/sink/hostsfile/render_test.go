@@ -1,7 +1,6 @@
 package hostsfile
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,10 +8,9 @@ import (
 	"testing"
 
 	"github.com/flockd/flock/internal/ordinal"
+	"github.com/flockd/flock/internal/testing/golden"
 	"github.com/flockd/flock/peerfinder/peer"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // job builds a batch-job member with role and Job completion index labels.
 func job(role, index string, ips ...string) peer.Peer {
@@ -122,8 +120,8 @@ func TestRenderGolden(t *testing.T) {
 			for _, r := range plan.Shadowed {
 				report.WriteString("shadowed " + r.Peer + ": " + r.Reason + "\n")
 			}
-			golden(t, tc.name+".hosts", got)
-			golden(t, tc.name+".report", []byte(report.String()))
+			golden.Check(t, tc.name+".hosts", got)
+			golden.Check(t, tc.name+".report", []byte(report.String()))
 
 			// Rendering the output again is a fixed point (unchanged bytes).
 			again, err := Render(got, tc.id, Block(tc.id, plan))
@@ -131,24 +129,6 @@ func TestRenderGolden(t *testing.T) {
 				t.Errorf("second render differs (err %v):\n%s", err, again)
 			}
 		})
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s mismatch:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

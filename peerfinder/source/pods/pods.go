@@ -47,6 +47,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -252,6 +253,8 @@ type Pod struct {
 	IPs         []string
 	Ready       bool
 	Ports       []peer.Port
+	// CPUMillicores is the sum of the containers' CPU requests.
+	CPUMillicores int64
 }
 
 // Slim is the informer's transform: *kube.SlimPod (what the client
@@ -292,8 +295,22 @@ func slim(p *kube.SlimPod) *Pod {
 		for _, port := range c.Ports {
 			s.Ports = append(s.Ports, peer.Port{Name: port.Name, Port: port.ContainerPort, Protocol: port.Protocol})
 		}
+		s.CPUMillicores += cpuMillicores(c.Resources.Requests[string(corev1.ResourceCPU)])
 	}
 	return s
+}
+
+// cpuMillicores is a CPU quantity in millicores, rounded up as Kubernetes
+// rounds a request; 0 for none or one that does not parse.
+func cpuMillicores(q string) int64 {
+	if q == "" {
+		return 0
+	}
+	v, err := resource.ParseQuantity(q)
+	if err != nil {
+		return 0
+	}
+	return max(v.MilliValue(), 0)
 }
 
 // PeerOf converts one pod; ok is false when the pod is not a peer. Pure.
@@ -325,7 +342,8 @@ func PeerOf(p *Pod, o Options) (_ peer.Peer, ok bool) {
 		// Shared with the cached pod: labels are read-only everywhere
 		// (peer.NewSet's merge copies before it writes), so 1,000 peers
 		// cost no second 1,000 maps, nor 1,000 more garbage ones per change.
-		Labels: p.Labels,
+		Labels:        p.Labels,
+		CPUMillicores: p.CPUMillicores,
 	}
 	if len(p.Ports) > 0 {
 		pr.Ports = slices.Clone(p.Ports)

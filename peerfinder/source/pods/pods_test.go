@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -152,6 +153,22 @@ func TestPeerOfFields(t *testing.T) {
 	job.Labels[ordinal.JobCompletionIndexLabel] = "3"
 	if got, _ := PeerOf(slims(t, job)[0], opts); got.Ordinal != 3 {
 		t.Errorf("job completion index: ordinal %d, want 3", got.Ordinal)
+	}
+}
+
+// TestCPUMillicores: a peer's CPU request is the sum of its containers'
+// requests (1.5 + 250m + none), as -mpi-slots=auto reads it.
+func TestCPUMillicores(t *testing.T) {
+	p := pod("worker-0", "10.0.0.1")
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1.5"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	p.Spec.Containers = append(p.Spec.Containers,
+		corev1.Container{Name: "side", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}},
+		corev1.Container{Name: "none"})
+	if got, _ := PeerOf(slims(t, p)[0], opts); got.CPUMillicores != 1750 {
+		t.Errorf("CPUMillicores = %d, want 1750", got.CPUMillicores)
+	}
+	if got, _ := PeerOf(slims(t, pod("worker-1", "10.0.0.2"))[0], opts); got.CPUMillicores != 0 {
+		t.Errorf("no requests: CPUMillicores = %d, want 0", got.CPUMillicores)
 	}
 }
 
