@@ -141,6 +141,9 @@ func init() {
 	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(scheme))
 	utilruntime.Must(eventsv1.AddToScheme(scheme))
+	// batch/v1's list and get options, for paramCodec; its Jobs are
+	// slimScheme's SlimJobs.
+	metav1.AddToGroupVersion(scheme, batchV1)
 
 	slimScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Pod"), &SlimPod{})
 	slimScheme.AddKnownTypeWithName(batchV1.WithKind("Job"), &SlimJob{})
