@@ -65,6 +65,10 @@ func requiredAccess(cfg *config.Config) []access {
 		add("-expect=auto", "", "pods", "", "get")
 		add("-expect=auto", "apps", "statefulsets", "", "list", "watch")
 	}
+	if cfg.Sinks.ExpectAuto {
+		add("-hosts-expect=auto", "", "pods", "", "get")
+		add("-hosts-expect=auto", "batch", "jobs", "", "list")
+	}
 	if b.ClusterLease != "" {
 		add("-cluster-lease", "coordination.k8s.io", "leases", "", "create")
 		add("-cluster-lease", "coordination.k8s.io", "leases", b.ClusterLease, "get", "update")

@@ -38,6 +38,9 @@ func TestRequiredAccess(t *testing.T) {
 			want: []string{"get persistentvolumeclaims", "get pods", "create leases.coordination.k8s.io", "get leases.coordination.k8s.io/db-cluster", "update leases.coordination.k8s.io/db-cluster"}},
 		{name: "hosts-file writer Lease", sinks: config.Sinks{HostsFile: "/shared/hosts", HostsLease: "train-hosts"},
 			want: []string{"create leases.coordination.k8s.io", "get leases.coordination.k8s.io/train-hosts", "update leases.coordination.k8s.io/train-hosts"}},
+		{name: "hosts-expect auto reads its pod and lists the Jobs", kube: config.Kube{Sources: []string{"pods"}, Selector: "app=train"},
+			sinks: config.Sinks{HostsFile: "/etc/hosts", ExpectAuto: true},
+			want:  []string{"get pods", "list pods", "watch pods", "list jobs.batch"}},
 		{name: "get pods is listed once for every flag needing it",
 			kube: config.Kube{Sources: []string{"endpointslice", "pods"}, SelectorFromSelf: []string{"app"}},
 			boot: config.Bootstrap{ExpectAuto: true},
@@ -131,6 +134,7 @@ var rbacExamples = map[string]config.Config{
 	"serviceaccount.yaml":          {Kube: config.Kube{Sources: []string{"dns"}}},
 	"hosts-lease.yaml":             {Kube: config.Kube{Sources: []string{"dns"}}, Sinks: config.Sinks{HostsFile: "/shared/hosts", HostsLease: "hosts-writer"}},
 	"events.yaml":                  {Kube: config.Kube{Sources: []string{"dns"}, Events: config.EventsOn}},
+	"hosts-expect-auto.yaml":       {Kube: config.Kube{Sources: []string{"dns"}}, Sinks: config.Sinks{HostsFile: "/etc/hosts", ExpectAuto: true}},
 }
 
 func TestRBACExamplesGrantExactlyWhatIsRequired(t *testing.T) {

@@ -220,6 +220,11 @@ func build(cfg *config.Config, kc *kubeClient, log *slog.Logger, em events.Emitt
 }
 
 func run(ctx context.Context, cfg *config.Config, kc *kubeClient, log *slog.Logger, em events.Emitter, stdout io.Writer, sigs *signalStop) error {
+	if cfg.Sinks.ExpectAuto && !cfg.Diagnose { // diagnose checks the permissions instead
+		if err := expectFromJobs(ctx, cfg, kc, log); err != nil {
+			return err
+		}
+	}
 	p, err := build(cfg, kc, log, em)
 	if err != nil {
 		return err

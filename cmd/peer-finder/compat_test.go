@@ -245,6 +245,9 @@ func TestUsageErrorsExitTwoNamingTheFlag(t *testing.T) {
 		// issue 36 #20: given twice, a single-value flag kept the last value.
 		{[]string{"-on-change=/bin/true", "-on-change=/bin/false", "-service=web", "-ns=a", "-domain=x", "-dns-server=127.0.0.1:53"}, "-on-change: given twice"},
 		{[]string{"-on-change=/bin/true", "-hook-timeout=1ns", "-service=web", "-ns=a", "-domain=x", "-dns-server=127.0.0.1:53"}, "-hook-timeout"},
+		// issue 32 #1: the names of the pods of this pod's Jobs need the pods source.
+		{[]string{"-service=web", "-ns=a", "-domain=x", "-hosts-file=h", "-hosts-expect=auto"}, "-hosts-expect: auto needs -source=pods"},
+		{[]string{"-service=web", "-ns=a", "-domain=x", "-hosts-file=h", "-hosts-expect=ps=1", "-hosts-job-label=app"}, "-hosts-job-label"},
 		{[]string{"-on-change=/bin/true", "-service=web", "-ns=a", "-domain=" + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60) + "." + strings.Repeat("d", 60), "-dns-server=127.0.0.1:53"}, "-domain"},
 	} {
 		cmd := exec.Command(binary, tt.args...)

@@ -105,7 +105,9 @@ type Client struct {
 	StatefulSets   func(namespace string) Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList]
 	Leases         func(namespace string) Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	Events         func(namespace string) Resource[*eventsv1.Event, *eventsv1.EventList]
-	AccessReviews  func() Creator[*authorizationv1.SelfSubjectAccessReview]
+	// Jobs lists batch/v1 Jobs as SlimJobs (-hosts-expect=auto).
+	Jobs          func(namespace string) JobLister
+	AccessReviews func() Creator[*authorizationv1.SelfSubjectAccessReview]
 	// WatchListUnsupported is true for a client that cannot stream lists
 	// (client-go's fake clientset): informers then list and watch.
 	WatchListUnsupported bool
@@ -122,9 +124,11 @@ var (
 	paramCodec = runtime.NewParameterCodec(scheme)
 )
 
-// slimScheme is the scheme of Client.SlimPods: core/v1's Pod and PodList
-// are SlimPod and SlimPodList there.
+// slimScheme is the scheme of Client.SlimPods and Client.Jobs: core/v1's
+// Pod and PodList are SlimPod and SlimPodList there, batch/v1's Job and
+// JobList SlimJob and SlimJobList.
 var (
+	batchV1    = schema.GroupVersion{Group: "batch", Version: "v1"}
 	slimScheme = runtime.NewScheme()
 	slimCodecs = serializer.NewCodecFactory(slimScheme)
 )
@@ -137,8 +141,14 @@ func init() {
 	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(scheme))
 	utilruntime.Must(eventsv1.AddToScheme(scheme))
+	// batch/v1's list and get options, for paramCodec; its Jobs are
+	// slimScheme's SlimJobs.
+	metav1.AddToGroupVersion(scheme, batchV1)
 
 	slimScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Pod"), &SlimPod{})
+	slimScheme.AddKnownTypeWithName(batchV1.WithKind("Job"), &SlimJob{})
+	slimScheme.AddKnownTypeWithName(batchV1.WithKind("JobList"), &SlimJobList{})
+	metav1.AddToGroupVersion(slimScheme, batchV1)
 	slimScheme.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("PodList"), &SlimPodList{})
 	metav1.AddToGroupVersion(slimScheme, corev1.SchemeGroupVersion)
 }
@@ -209,6 +219,11 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Jobs in JSON: SlimJob has no protobuf decoder (see SlimJob).
+	batch, err := groupWith(batchV1, slimScheme, slimCodecs, runtime.ContentTypeJSON)
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
 		Pods: func(ns string) Resource[*corev1.Pod, *corev1.PodList] {
 			return newTyped[corev1.Pod, corev1.PodList](core, "pods", ns)
@@ -233,6 +248,9 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 		},
 		Events: func(ns string) Resource[*eventsv1.Event, *eventsv1.EventList] {
 			return newTyped[eventsv1.Event, eventsv1.EventList](evs, "events", ns)
+		},
+		Jobs: func(ns string) JobLister {
+			return newTyped[SlimJob, SlimJobList](batch, "jobs", ns)
 		},
 		AccessReviews: func() Creator[*authorizationv1.SelfSubjectAccessReview] {
 			// Cluster-scoped and never listed (metav1.List stands for its list type).

@@ -33,6 +33,11 @@ type Sinks struct {
 	// this member's host name.
 	ExpectSpec string
 	Expected   []string
+	// ExpectAuto is -hosts-expect=auto: Expected is read at start from the
+	// Indexed Jobs of this pod's job (package jobs), joined by JobLabel
+	// (-hosts-job-label) when set.
+	ExpectAuto bool
+	JobLabel   string
 	// IPFamily selects the addresses written.
 	IPFamily hostsfile.Family
 	// WriteMode is -hosts-write-mode: auto, replace or in-place.
@@ -94,7 +99,8 @@ func (c *Config) addSinkFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&s.IndexLabel, "hosts-index-label", "", "Pod `label` read first for .Index; default apps.kubernetes.io/pod-index, then batch.kubernetes.io/job-completion-index, then the ordinal.")
-	fs.StringVar(&s.ExpectSpec, "hosts-expect", "", "Expected host names: role=replicas items and/or names, comma-separated, e.g. ps=1,worker=3 (ps-0 worker-0 worker-1 worker-2); listed as comments until their address is known. Default with -expect N: <prefix>-0..N-1 from this host name.")
+	fs.StringVar(&s.ExpectSpec, "hosts-expect", "", "Expected host names: role=replicas items and/or names, comma-separated, e.g. ps=1,worker=3 (ps-0 worker-0 worker-1 worker-2); listed as comments until their address is known. auto (with -source=pods): every name the pods of this pod's Indexed Jobs will have, read from the Jobs at start (see -hosts-job-label; RBAC: get pods, list jobs.batch). Default with -expect N: <prefix>-0..N-1 from this host name.")
+	fs.StringVar(&s.JobLabel, "hosts-job-label", "", "With -hosts-expect=auto: pod template `label` key joining several Indexed Jobs into one job (each Job one role), e.g. flockd.io/job: every Job of the namespace whose template has this pod's value. Default: this pod's Job alone, or a JobSet's Jobs (jobset.sigs.k8s.io/jobset-name).")
 	fs.Func("ip-family", "Addresses written to the hosts file: ipv4, ipv6 or all (default all).", func(v string) error {
 		f, err := hostsfile.ParseFamily(v)
 		s.IPFamily = f
@@ -155,8 +161,12 @@ func (c *Config) completeSinks(env Env) error {
 	if first, second, ok := sharedOutput(outputs); ok {
 		return usage(second, "%q names the same file as -%s %q: each file output needs its own file", outputs[second], first, outputs[first])
 	}
+	if err := c.completeExpectAuto(env); err != nil {
+		return err
+	}
 	var err error
 	switch {
+	case s.ExpectAuto:
 	case strings.TrimSpace(s.ExpectSpec) != "":
 		if s.Expected, err = hostsfile.ParseExpected(s.ExpectSpec); err != nil {
 			return usage("hosts-expect", "%v", err)
@@ -169,7 +179,7 @@ func (c *Config) completeSinks(env Env) error {
 	switch {
 	case s.WaitForAll && s.HostsFile == "":
 		return usage("wait-for-all", "needs -hosts-file")
-	case s.WaitForAll && len(s.Expected) == 0:
+	case s.WaitForAll && len(s.Expected) == 0 && !s.ExpectAuto:
 		return usage("wait-for-all", "needs expected names: -hosts-expect, or -expect N")
 	case s.HostsLease != "" && s.HostsFile == "":
 		return usage("hosts-lease", "needs -hosts-file")

@@ -12,7 +12,7 @@ import (
 )
 
 func TestParseSinkFlags(t *testing.T) {
-	e := env(map[string]string{"POD_NAMESPACE": "ns1"}, kubeletResolv)
+	e := env(map[string]string{"POD_NAMESPACE": "ns1", "POD_NAME": "train-ps-0-x7k2p"}, kubeletResolv)
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -40,6 +40,16 @@ func TestParseSinkFlags(t *testing.T) {
 				}
 				if c.Sinks.WriteMode != atomicfile.InPlace || c.Sinks.HostsLease != "web-hosts" || c.InitMode() {
 					t.Errorf("sinks = %+v", c.Sinks)
+				}
+			},
+		},
+		{
+			name: "expected names from the pod's Jobs",
+			args: []string{"-service=train", "-source=pods", "-selector=app=train", "-hosts-file=/etc/hosts", "-hosts-expect=auto", "-hosts-job-label=flockd.io/job", "-wait-for-all", "-once"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if !s.ExpectAuto || s.JobLabel != "flockd.io/job" || s.Expected != nil || !s.WaitForAll {
+					t.Errorf("sinks = %+v", s)
 				}
 			},
 		},
@@ -94,7 +104,7 @@ func TestParseSinkFlags(t *testing.T) {
 }
 
 func TestParseSinkUsageErrors(t *testing.T) {
-	e := env(map[string]string{"POD_NAMESPACE": "ns1"}, kubeletResolv)
+	e := env(map[string]string{"POD_NAMESPACE": "ns1", "POD_NAME": "train-ps-0-x7k2p"}, kubeletResolv)
 	for _, tc := range []struct {
 		args []string
 		flag string
@@ -107,6 +117,11 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-name-template={{.Nope}}"}, "hosts-name-template"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-alias-template={{range .Labels}}x{{end}}"}, "hosts-alias-template"},
 		{[]string{"-service=web", "-hosts-file=h", "-hosts-expect=ps=x"}, "hosts-expect"},
+		{[]string{"-service=web", "-hosts-file=h", "-hosts-expect=auto"}, "hosts-expect"},
+		{[]string{"-service=train", "-source=pods", "-selector=app=a", "-json-file=j", "-hosts-expect=auto"}, "hosts-expect"},
+		{[]string{"-service=train", "-source=pods", "-selector=app=a", "-hosts-file=h", "-hosts-expect=ps=1, auto"}, "hosts-expect"},
+		{[]string{"-service=train", "-source=pods", "-selector=app=a", "-hosts-file=h", "-hosts-expect=ps=1", "-hosts-job-label=job"}, "hosts-job-label"},
+		{[]string{"-service=train", "-source=pods", "-selector=app=a", "-hosts-file=h", "-hosts-expect=auto", "-hosts-job-label=bad key"}, "hosts-job-label"},
 		{[]string{"-service=web", "-json-file=j", "-reload-signal=HUP"}, "reload-signal"},
 		{[]string{"-service=web", "-reload-signal=SIGSTOP", "--", "x"}, "reload-signal"},
 		{[]string{"-service=web", "-reload-signal=KILL", "--", "x"}, "reload-signal"},
@@ -133,6 +148,13 @@ func TestParseSinkUsageErrors(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Flag != tc.flag {
 			t.Errorf("Parse(%q) = %v; want a usage error for -%s", tc.args, err, tc.flag)
 		}
+	}
+	// auto reads this pod: $POD_NAME, since a Job pod's host name is not
+	// its pod name.
+	noPod := env(map[string]string{"POD_NAMESPACE": "ns1"}, kubeletResolv)
+	_, err := Parse([]string{"-service=train", "-source=pods", "-selector=app=a", "-hosts-file=h", "-hosts-expect=auto"}, noPod)
+	if ue := (*UsageError)(nil); !errors.As(err, &ue) || ue.Flag != "hosts-expect" {
+		t.Errorf("-hosts-expect=auto without $POD_NAME: %v; want a usage error for -hosts-expect", err)
 	}
 	for _, args := range [][]string{
 		{"-service=web", "-ip-family=ipx", "-hosts-file=h"},

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
 	"k8s.io/client-go/util/watchlist"
 
 	"github.com/flockd/flock/internal/kube"
@@ -47,6 +49,7 @@ func Wrap(c kubernetes.Interface) *kube.Client {
 		Events: func(ns string) kube.Resource[*eventsv1.Event, *eventsv1.EventList] {
 			return c.EventsV1().Events(ns)
 		},
+		Jobs: func(ns string) kube.JobLister { return slimJobs{c.BatchV1().Jobs(ns)} },
 		AccessReviews: func() kube.Creator[*authorizationv1.SelfSubjectAccessReview] {
 			return c.AuthorizationV1().SelfSubjectAccessReviews()
 		},
@@ -125,6 +128,34 @@ func SlimPodFrom(p *corev1.Pod) *kube.SlimPod {
 	}
 	for _, ip := range p.Status.PodIPs {
 		s.Status.PodIPs = append(s.Status.PodIPs, kube.SlimPodIP{IP: ip.IP})
+	}
+	return s
+}
+
+// slimJobs lists a clientset's Jobs as kube.SlimJobs.
+type slimJobs struct{ jobs batchclient.JobInterface }
+
+func (s slimJobs) List(ctx context.Context, opts metav1.ListOptions) (*kube.SlimJobList, error) {
+	l, err := s.jobs.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &kube.SlimJobList{TypeMeta: l.TypeMeta, ListMeta: l.ListMeta, Items: make([]kube.SlimJob, len(l.Items))}
+	for i := range l.Items {
+		out.Items[i] = *SlimJobFrom(&l.Items[i])
+	}
+	return out, nil
+}
+
+// SlimJobFrom returns the fields of j that a kube.SlimJob holds.
+func SlimJobFrom(j *batchv1.Job) *kube.SlimJob {
+	s := &kube.SlimJob{TypeMeta: j.TypeMeta, Spec: kube.SlimJobSpec{
+		Completions: j.Spec.Completions,
+		Template:    kube.SlimJobPodTemplate{Metadata: kube.SlimJobTemplateMeta{Labels: maps.Clone(j.Spec.Template.Labels)}},
+	}}
+	j.ObjectMeta.DeepCopyInto(&s.ObjectMeta)
+	if j.Spec.CompletionMode != nil {
+		s.Spec.CompletionMode = string(*j.Spec.CompletionMode)
 	}
 	return s
 }

@@ -226,10 +226,15 @@ func ParseExpected(spec string) ([]string, error) {
 			names = append(names, name)
 		}
 	}
+	return sortNames(names), nil
+}
+
+// sortNames sorts names naturally and drops duplicates.
+func sortNames(names []string) []string {
 	// Ties of the natural order ("0" and "00") fall back to bytes, so equal
 	// names end up next to each other for Compact.
 	slices.SortFunc(names, func(a, b string) int { return cmp.Or(naturalCompare(a, b), strings.Compare(a, b)) })
-	return slices.Compact(names), nil
+	return slices.Compact(names)
 }
 
 // ExpectedFromCount returns the n names a StatefulSet-style workload has when
