@@ -23,14 +23,19 @@ func TestRunRestoresARewrittenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	for gen, ip := range []string{"10.0.0.1", "10.0.0.2"} {
 		if err := s.Apply(ctx, sink.Delivery{Set: peer.NewSet(sts("web-0", 0, ip)), Generation: uint64(gen + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Run starts after the Applies: a check between them finds the older
+	// block and restores the newest, and a restore that read the file
+	// before the rename below would land after it and drop the other
+	// writer's lines (it takes no lock: the race of any writer that does
+	// not, not what this test is about).
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	kubelet := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"
 	// Replaced in one step: an in-place rewrite could be read half-done by
 	// Run's 5 ms check, whose restore would then race the rest of it.
