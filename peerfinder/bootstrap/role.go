@@ -64,6 +64,8 @@ type Record struct {
 	// members told to join since; nil in a record written before members
 	// were recorded (its cluster's existence cannot be checked).
 	Members []Member
+	// Ranks are the members' rank entries under -form-rank, by pod name.
+	Ranks map[string]Rank
 
 	version string // the Lease's resourceVersion when read
 }
