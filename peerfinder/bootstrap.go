@@ -41,6 +41,13 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registe
 		b.roler.Lease = &bootstrap.Lease{Leases: client.Leases, Namespace: cfg.Namespace, Name: cfg.Bootstrap.ClusterLease}
 		b.roler.Data = &bootstrap.Data{Client: client, Namespace: cfg.Namespace}
 	}
+	if argv := cfg.Bootstrap.FormRankArgv(); argv != nil {
+		b.roler.Rank, b.roler.RankQuorum = bootstrap.RankCommand(argv), cfg.Bootstrap.FormRankQuorum
+		b.roler.Size = func() int { return cfg.Bootstrap.Expect }
+		if b.replicas != nil {
+			b.roler.Size = b.replicas.Size
+		}
+	}
 	return b, nil
 }
 
