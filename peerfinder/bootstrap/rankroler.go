@@ -11,6 +11,11 @@ import (
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
+// ErrRankAwaited is wrapped by Role while other members' ranks are awaited:
+// "not yet", not a failure (the wiring makes it a pending result, re-checked
+// without backoff). It wraps ErrNoRole.
+var ErrRankAwaited = fmt.Errorf("%w: ranks awaited", ErrNoRole)
+
 // RankDecision returns what the rank rule (DecideRank) says for in, reading
 // (never writing) the expected members' pods; applies is false when the
 // rank rule is off or Decide decides (RankNotApplicable). Diagnose mode
@@ -70,7 +75,7 @@ func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.
 	case rd.SelfRank:
 		return Decision{}, r.writeRank(ctx, in.Record, me)
 	case rd.Role == "":
-		return Decision{}, fmt.Errorf("%w: %s", ErrNoRole, rd.Detail)
+		return Decision{}, fmt.Errorf("%w: %s", ErrRankAwaited, rd.Detail)
 	case rd.Reason == MemberRunning:
 		d := Decision{Role: Join, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
 		if mark := r.markOf(in.Record, me, d); mark != nil {
