@@ -46,7 +46,9 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 	for i := in.FirstOrdinal; i < in.FirstOrdinal+n; i++ {
 		rin.Expected = append(rin.Expected, fmt.Sprintf("%s-%d", prefix, i))
 	}
-	for _, name := range append([]string{r.Pod, rec.Pod}, rin.Expected...) {
+	// The former's pod first: while it exists (the steady state) the rank
+	// rule does not apply and the other pods need not be read.
+	for _, name := range append([]string{rec.Pod, r.Pod}, rin.Expected...) {
 		if _, seen := rin.Pods[name]; seen {
 			continue
 		}
@@ -56,6 +58,9 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		}
 		if ok {
 			rin.Pods[name] = st
+		}
+		if name == rec.Pod && ok && st.UID == rec.UID {
+			break
 		}
 	}
 	d := DecideRank(rin)
