@@ -2,6 +2,7 @@ package peerfinder
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
 )
 
 // bootstrapParts is what the bootstrap flags add to the engine: a live
@@ -41,6 +43,13 @@ func buildBootstrap(cfg *config.Config, log *slog.Logger, reg prometheus.Registe
 		b.roler.Lease = &bootstrap.Lease{Leases: client.Leases, Namespace: cfg.Namespace, Name: cfg.Bootstrap.ClusterLease}
 		b.roler.Data = &bootstrap.Data{Client: client, Namespace: cfg.Namespace}
 	}
+	if argv := cfg.Bootstrap.FormRankArgv(); argv != nil {
+		b.roler.Rank, b.roler.RankQuorum = bootstrap.RankCommand(argv), cfg.Bootstrap.FormRankQuorum
+		b.roler.Size = func() int { return cfg.Bootstrap.Expect }
+		if b.replicas != nil {
+			b.roler.Size = b.replicas.Size
+		}
+	}
 	return b, nil
 }
 
@@ -52,7 +61,13 @@ func (b *bootstrapParts) sizeSource() engine.SizeSource {
 	return b.replicas
 }
 
-// role is the engine's RoleFunc.
+// role is the engine's RoleFunc. Ranks awaited (-form-rank) are a pending
+// result: the engine re-checks every sink.PendingInterval without backoff or
+// warning, so the role follows soon after the last rank.
 func (b *bootstrapParts) role(ctx context.Context, set peer.Set, self string) (role, former string, err error) {
-	return b.roler.Bootstrap(ctx, set, self)
+	role, former, err = b.roler.Bootstrap(ctx, set, self)
+	if errors.Is(err, bootstrap.ErrRankAwaited) {
+		return "", "", sink.Pending(err)
+	}
+	return role, former, err
 }

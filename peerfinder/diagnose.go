@@ -1,6 +1,7 @@
 package peerfinder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -196,6 +197,16 @@ func diagnoseRole(ctx context.Context, cfg *config.Config, b *bootstrapParts, se
 		fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
 		return false
 	}
+	if rd, applies, err := b.roler.RankDecision(ctx, in); errors.Is(err, bootstrap.ErrNoRole) {
+		fmt.Fprintf(w, "bootstrap: none yet: %v\n", err)
+		return true
+	} else if err != nil {
+		fmt.Fprintf(w, "bootstrap: unknown: %v\n", err)
+		return false
+	} else if applies {
+		diagnoseRank(w, rd)
+		return true
+	}
 	d := bootstrap.Decide(in)
 	role := string(d.Role)
 	if role == "" {
@@ -209,6 +220,24 @@ func diagnoseRole(ctx context.Context, cfg *config.Config, b *bootstrapParts, se
 		fmt.Fprintf(w, "bootstrap: no -cluster-lease: a first-ordinal pod that lost its data would be told form again\n")
 	}
 	return true
+}
+
+// diagnoseRank prints the rank rule's decision (-form-rank): what is
+// awaited, or who forms. Diagnose never runs the rank command.
+func diagnoseRank(w io.Writer, rd bootstrap.RankDecision) {
+	role := string(rd.Role)
+	if role == "" {
+		role = "none yet"
+	}
+	fmt.Fprintf(w, "bootstrap: %s (%s): %s\n", role, rd.Reason, rd.Detail)
+	switch {
+	case rd.SelfRank:
+		fmt.Fprintf(w, "bootstrap: a real run first runs the -form-rank command and records this member's rank in the Lease\n")
+	case len(rd.Awaited) > 0 && rd.Role == "":
+		fmt.Fprintf(w, "bootstrap: awaiting the ranks of %s (failed: %s) until -bootstrap-timeout\n", strings.Join(rd.Awaited, ", "), cmp.Or(strings.Join(rd.Failed, ", "), "none"))
+	case rd.Reason == bootstrap.HighestRank || rd.Reason == bootstrap.LowerRank:
+		fmt.Fprintf(w, "bootstrap: a real run records %s in the Lease as the former first; then it forms and every other member joins\n", rd.Former)
+	}
 }
 
 // facts are what diagnose learned, for advice.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -99,4 +100,23 @@ func (d *Data) Exists(ctx context.Context, m Member) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Pod returns name's UID and Ready condition; ok is false when no such pod
+// exists.
+func (d *Data) Pod(ctx context.Context, name string) (st PodState, ok bool, err error) {
+	p, err := d.Client.Pods(d.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return PodState{}, false, nil
+	}
+	if err != nil {
+		return PodState{}, false, fmt.Errorf("read pod %s/%s for its rank: %w", d.Namespace, name, err)
+	}
+	st.UID = string(p.UID)
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			st.Ready = true
+		}
+	}
+	return st, true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,6 +24,9 @@ const (
 	// AnnotationMembers is the JSON list of the members' data identities
 	// ([]Member): the member that formed and every member told to join.
 	AnnotationMembers = "bootstrap.flockd.io/members"
+	// AnnotationRankPrefix starts the annotation of each member's rank
+	// under -form-rank: AnnotationRankPrefix + pod name, a JSON Rank.
+	AnnotationRankPrefix = "rank.bootstrap.flockd.io/"
 	// LabelManagedBy marks the Lease as peer-finder's.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 )
@@ -226,8 +230,32 @@ func recordOf(obj *coordinationv1.Lease) *Record {
 			r.Members = ms
 		}
 	}
+	for k, v := range obj.Annotations {
+		pod, ok := strings.CutPrefix(k, AnnotationRankPrefix)
+		var rk Rank
+		if !ok || json.Unmarshal([]byte(v), &rk) != nil {
+			continue // an entry that cannot be decoded is missing
+		}
+		if r.Ranks == nil {
+			r.Ranks = map[string]Rank{}
+		}
+		r.Ranks[pod] = rk
+	}
 	if r.Pod == "" && len(r.Members) == 0 {
 		return nil
 	}
 	return r
+}
+
+// setRank writes pod's rank entry.
+func setRank(obj *coordinationv1.Lease, pod string, rk Rank) error {
+	b, err := json.Marshal(rk)
+	if err != nil {
+		return fmt.Errorf("encode rank of %s: %w", pod, err)
+	}
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[AnnotationRankPrefix+pod] = string(b)
+	return nil
 }

@@ -53,6 +53,7 @@ type Replicas struct {
 	InitMode bool
 
 	first atomic.Int64
+	total atomic.Int64 // spec.replicas, whatever InitMode
 	owner atomic.Pointer[string]
 	// ordinal is this pod's ordinal, -1 when unknown.
 	ordinal int
@@ -85,6 +86,11 @@ func Expected(ss *appsv1.StatefulSet, ordinal int, initMode bool) int {
 // FirstOrdinal returns the StatefulSet's first ordinal (spec.ordinals.start),
 // 0 until the StatefulSet was read.
 func (r *Replicas) FirstOrdinal() int { return int(r.first.Load()) }
+
+// Size returns the StatefulSet's spec.replicas (not Expected's init-mode
+// share of it), 0 until the StatefulSet was read: the members whose rank
+// -form-rank awaits.
+func (r *Replicas) Size() int { return int(r.total.Load()) }
 
 // StatefulSet returns the owning StatefulSet's name, "" until known.
 func (r *Replicas) StatefulSet() string {
@@ -155,6 +161,7 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 			return true // deleted or not there yet: keep the last size
 		}
 		r.first.Store(int64(s.first))
+		r.total.Store(int64(s.total))
 		if s.replicas == sent {
 			return true
 		}
@@ -170,8 +177,8 @@ func (r *Replicas) Run(ctx context.Context, up chan<- int) error {
 
 // size is what Run takes from the StatefulSet.
 type size struct {
-	found           bool
-	replicas, first int
+	found                  bool
+	replicas, first, total int
 }
 
 // slimSet is the slim StatefulSet kept in Run's informer cache: the
@@ -201,7 +208,10 @@ func slimStatefulSet(obj any) (any, error) {
 func sizeOf(name string, objs []any, ordinal int, initMode bool) size {
 	for _, o := range objs {
 		if ss, ok := o.(*slimSet); ok && ss.Name == name {
-			s := size{found: true, replicas: Expected(&appsv1.StatefulSet{Spec: ss.spec}, ordinal, initMode)}
+			s := size{found: true, replicas: Expected(&appsv1.StatefulSet{Spec: ss.spec}, ordinal, initMode), total: 1}
+			if ss.spec.Replicas != nil {
+				s.total = int(*ss.spec.Replicas)
+			}
 			if ss.spec.Ordinals != nil {
 				s.first = int(ss.spec.Ordinals.Start)
 			}

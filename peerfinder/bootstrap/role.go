@@ -13,6 +13,10 @@
 // forms again, and a member that would form must first win the write of the
 // Lease. A record whose every member's data is gone counts as none.
 //
+// With a rank command (-form-rank, rank.go) a cold start of a formed
+// cluster is decided by data instead: the member with the highest rank
+// forms, recorded in the Lease, after which the record rule above applies.
+//
 // The role is advice for a member with an empty data directory. While the
 // Lease cannot be read nothing is delivered before the first role; after it
 // the last role stands. The rule's reasons, history and limits (without a
@@ -64,6 +68,8 @@ type Record struct {
 	// members told to join since; nil in a record written before members
 	// were recorded (its cluster's existence cannot be checked).
 	Members []Member
+	// Ranks are the members' rank entries under -form-rank, by pod name.
+	Ranks map[string]Rank
 
 	version string // the Lease's resourceVersion when read
 }

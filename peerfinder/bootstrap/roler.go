@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
@@ -34,6 +35,14 @@ type Roler struct {
 	// Events is told of each decided or changed role (events.BootstrapRole);
 	// nil: none.
 	Events events.Emitter
+	// Rank runs -form-rank's command (RankCommand); nil: the rank rule is
+	// off and Decide alone decides. Needs Lease and Data.
+	Rank func(context.Context) (int64, error)
+	// RankQuorum is -form-rank-quorum: 0 awaits every expected member's rank.
+	RankQuorum int
+	// Size returns the number of expected members whose ranks are awaited
+	// (spec.replicas or -expect); required with Rank.
+	Size func() int
 
 	mu   sync.Mutex
 	self *Member // read once from Data
@@ -179,6 +188,11 @@ func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Deci
 	if err != nil {
 		return Decision{}, err
 	}
+	if rd, applies, err := r.rankDecision(ctx, in); err != nil {
+		return Decision{}, err
+	} else if applies {
+		return r.byRank(ctx, in, rd, set, self)
+	}
 	d := Decide(in)
 	if d.Role == "" {
 		return Decision{}, fmt.Errorf("%w: %s", ErrNoRole, d.Detail)
@@ -223,10 +237,22 @@ func (r *Roler) decideOnce(ctx context.Context, set peer.Set, self string) (Deci
 		}
 		return Decision{}, ErrChanged // read it back: formed-by-self
 	}
-	if !changed {
+	mark := r.markOf(in.Record, me, d)
+	if !changed && mark == nil {
 		return d, nil
 	}
-	if err := r.Lease.Register(ctx, in.Record, next); err != nil {
+	err = r.Lease.update(ctx, in.Record, func(obj *coordinationv1.Lease) error {
+		if changed {
+			if err := setMembers(obj, next); err != nil {
+				return err
+			}
+		}
+		if mark != nil {
+			return setRank(obj, r.Pod, *mark)
+		}
+		return nil
+	})
+	if err != nil {
 		return Decision{}, err
 	}
 	return d, nil

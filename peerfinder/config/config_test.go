@@ -170,6 +170,16 @@ func TestParseBootstrapFlags(t *testing.T) {
 		{args: []string{"-expect=many"}, wantFlag: "expect"},
 		{args: []string{"-bootstrap-timeout=-1s"}, wantFlag: "bootstrap-timeout"},
 		{args: []string{"-cluster-lease=Not_A_Name"}, wantFlag: "cluster-lease"},
+		{args: []string{"-expect=3", "-cluster-lease=db-formed", "-form-rank=/rank.sh --seqno", "-form-rank-quorum=2"},
+			want: Bootstrap{Expect: 3, ClusterLease: "db-formed", FormRank: "/rank.sh --seqno", FormRankQuorum: 2, PodName: "db-0", PodUID: "u0"}},
+		{args: []string{"-expect=auto", "-cluster-lease=db-formed", "-form-rank=/rank.sh"},
+			want: Bootstrap{ExpectAuto: true, ClusterLease: "db-formed", FormRank: "/rank.sh", PodName: "db-0", PodUID: "u0"}},
+		{args: []string{"-expect=3", "-form-rank=/rank.sh"}, wantFlag: "form-rank"},                                    // the decision must be recorded
+		{args: []string{"-cluster-lease=db-formed", "-form-rank=/rank.sh"}, wantFlag: "form-rank"},                     // every expected member: how many?
+		{args: []string{"-expect=3", "-cluster-lease=db-formed", "-form-rank='unclosed"}, wantFlag: "form-rank"},       // not a command line
+		{args: []string{"-expect=3", "-cluster-lease=db-formed", "-form-rank-quorum=2"}, wantFlag: "form-rank-quorum"}, // without -form-rank
+		{args: []string{"-expect=3", "-cluster-lease=db-formed", "-form-rank=/rank.sh", "-form-rank-quorum=-1"}, wantFlag: "form-rank-quorum"},
+		{args: []string{"-expect=3", "-cluster-lease=db-formed", "-form-rank=/rank.sh", "-form-rank-quorum=4"}, wantFlag: "form-rank-quorum"},
 	}
 	for _, tt := range tests {
 		args := append([]string{"-on-start=/bin/true", "-service=db", "-domain=cluster.local", "-dns-server=10.0.0.1"}, tt.args...)

@@ -1,0 +1,202 @@
+package bootstrap
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Forming by data (-form-rank): after a full shutdown of some applications
+// (Galera: the highest seqno in grastate.dat) only the member with the
+// newest data may form; forming from any other loses committed writes. A
+// rank is a comparable data position a command prints in each member
+// before it is told its role: a decimal integer, larger is newer; -1 or
+// empty output means no data (NoData).
+//
+// DecideRank is the pure rule. It applies only on a cold start of a cluster
+// that existed before: the record names a former whose pod (by UID) no
+// longer runs, and no expected member is running (see Running). Then every
+// expected member's rank is awaited (or a quorum of them, when allowed), the
+// highest rank forms (ties: the lowest ordinal, the first in Expected) and
+// the rest join; the caller records the decision in the Lease as the new
+// former before anyone is told, so that the record rule (Decide) gives the
+// roles from then on: exactly one form, and join to a member that appears
+// after the decision.
+
+// NoData is the rank of a member without data.
+const NoData int64 = -1
+
+// ParseRank parses a rank command's standard output: a decimal integer of
+// at least -1, surrounded by blanks; empty means NoData.
+func ParseRank(out string) (int64, error) {
+	s := strings.TrimSpace(out)
+	if s == "" {
+		return NoData, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < NoData {
+		return 0, fmt.Errorf("rank output %q is not a decimal integer of at least -1", s)
+	}
+	return n, nil
+}
+
+// Rank is one member's entry in the cluster record under -form-rank.
+type Rank struct {
+	// UID is the pod that wrote the entry: an entry of an earlier pod of
+	// the same name (before the shutdown) does not count.
+	UID string `json:"uid"`
+	// Value is the rank its command printed; meaningless when Err is set.
+	Value int64 `json:"rank"`
+	// Err is set when its command failed (exit status and the last line it
+	// wrote to standard error): the member counts as missing.
+	Err string `json:"error,omitempty"`
+	// Role is set once the member was told its role: the running mark.
+	Role Role `json:"role,omitempty"`
+}
+
+// PodState is what the caller read of an expected member's pod.
+type PodState struct {
+	UID   string
+	Ready bool // the pod's Ready condition
+}
+
+// RankInput is everything DecideRank looks at.
+type RankInput struct {
+	// Self is this pod's name.
+	Self string
+	// Expected are the pod names of every expected member, lowest ordinal
+	// first.
+	Expected []string
+	// Pods are the existing pods among the expected members and the
+	// record's former, by name; a pod missing here does not exist.
+	Pods map[string]PodState
+	// Ranks are the cluster record's rank entries, by pod name.
+	Ranks map[string]Rank
+	// Quorum is the number of ranks enough to decide while others are
+	// missing; 0 means every expected member's.
+	Quorum int
+	// Record is the cluster record (nil: none).
+	Record *Record
+}
+
+// RankReason names the rank rule that decided.
+type RankReason string
+
+// The rank reasons.
+const (
+	RankNotApplicable RankReason = "rank-not-applicable" // not a cold start of a formed cluster: Decide decides
+	MemberRunning     RankReason = "member-running"      // another member runs the application: join it
+	RankAwaited       RankReason = "rank-awaited"        // ranks are missing: no role yet
+	HighestRank       RankReason = "highest-rank"        // this member has the highest rank: form
+	LowerRank         RankReason = "lower-rank"          // another member has a higher rank (or the same and a lower ordinal): join
+)
+
+// RankDecision is the outcome of DecideRank.
+type RankDecision struct {
+	Reason RankReason
+	// Role is empty with RankNotApplicable and RankAwaited.
+	Role Role
+	// Former is the pod name that forms (HighestRank, LowerRank) or that
+	// runs (MemberRunning).
+	Former string
+	// FormerUID is the UID of Former's pod, for the record.
+	FormerUID string
+	// SelfRank is set when the rule needs this member's rank and the record
+	// has none of this pod: run the command, write the entry, decide again.
+	SelfRank bool
+	// Awaited are the expected members without a usable rank; Failed those
+	// of them whose command failed.
+	Awaited, Failed []string
+	Detail          string
+}
+
+// Running returns the expected members other than Self that run the
+// application: their pod is Ready, or it holds a running mark (an entry of
+// this very pod with a role).
+func (in RankInput) Running() []string {
+	var out []string
+	for _, name := range in.Expected {
+		p, ok := in.Pods[name]
+		if name == in.Self || !ok {
+			continue
+		}
+		if r, marked := in.Ranks[name]; p.Ready || marked && r.Role != "" && r.UID == p.UID {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// DecideRank applies the rank rule (see the package documentation above).
+// It is pure: the caller reads the pods and the record before and writes
+// the entries and the decision after.
+func DecideRank(in RankInput) RankDecision {
+	rec := in.Record
+	if rec == nil || rec.Pod == "" {
+		return RankDecision{Reason: RankNotApplicable, Detail: "no member formed the cluster before: the ordinal rule decides"}
+	}
+	if p, ok := in.Pods[rec.Pod]; ok && p.UID == rec.UID {
+		return RankDecision{Reason: RankNotApplicable,
+			Detail: fmt.Sprintf("the pod that formed the cluster (%s, uid %s) exists: the cluster record decides", rec.Pod, rec.UID)}
+	}
+	if running := in.Running(); len(running) > 0 {
+		return RankDecision{Reason: MemberRunning, Role: Join, Former: running[0], FormerUID: in.Pods[running[0]].UID,
+			Detail: fmt.Sprintf("member %s runs the application (members running: %s): join it", running[0], strings.Join(running, ", "))}
+	}
+	self, ok := in.Ranks[in.Self]
+	if p := in.Pods[in.Self]; !ok || self.UID != p.UID || self.Err != "" {
+		// A failed command is run again: the failure may be passing.
+		return RankDecision{Reason: RankAwaited, SelfRank: true,
+			Detail: "cold start of a formed cluster: this member's rank is needed"}
+	}
+	d := RankDecision{Reason: RankAwaited}
+	best, bestRank, have := "", NoData, 0
+	for _, name := range in.Expected {
+		r, ok := in.Ranks[name]
+		p, exists := in.Pods[name]
+		switch {
+		case !ok || !exists || r.UID != p.UID:
+			d.Awaited = append(d.Awaited, name)
+		case r.Err != "":
+			d.Awaited = append(d.Awaited, name)
+			d.Failed = append(d.Failed, name)
+		default:
+			have++
+			if best == "" || r.Value > bestRank {
+				best, bestRank = name, r.Value
+			}
+		}
+	}
+	if !slices.Contains(in.Expected, in.Self) && self.Err == "" {
+		// A member beyond the expected ones competes too: its data is data.
+		have++
+		if best == "" || self.Value > bestRank {
+			best, bestRank = in.Self, self.Value
+		}
+	}
+	enough := len(d.Awaited) == 0 || in.Quorum > 0 && have >= in.Quorum
+	if !enough || best == "" {
+		need := len(in.Expected)
+		if in.Quorum > 0 {
+			need = in.Quorum
+		}
+		d.Detail = fmt.Sprintf("cold start of a formed cluster: %d of %d ranks needed, awaiting %s", have, need, strings.Join(d.Awaited, ", "))
+		if len(d.Failed) > 0 {
+			d.Detail += fmt.Sprintf(" (rank command failed in %s)", strings.Join(d.Failed, ", "))
+		}
+		return d
+	}
+	d.Former, d.FormerUID = best, in.Pods[best].UID
+	if best == in.Self {
+		d.Role, d.Reason = Form, HighestRank
+		d.Detail = fmt.Sprintf("cold start of a formed cluster: this member has the highest rank %d", bestRank)
+	} else {
+		d.Role, d.Reason = Join, LowerRank
+		d.Detail = fmt.Sprintf("cold start of a formed cluster: %s has the highest rank %d (this member: %d)", best, bestRank, self.Value)
+	}
+	if len(d.Awaited) > 0 {
+		d.Detail += fmt.Sprintf("; decided by a quorum of %d, without %s", in.Quorum, strings.Join(d.Awaited, ", "))
+	}
+	return d
+}

@@ -1,0 +1,191 @@
+package bootstrap
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseRank(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want int64
+		bad  bool
+	}{
+		{out: "42\n", want: 42},
+		{out: "  7 ", want: 7},
+		{out: "", want: NoData},
+		{out: "\n", want: NoData},
+		{out: "-1", want: NoData},
+		{out: "0", want: 0},
+		{out: "-2", bad: true},
+		{out: "12abc", bad: true},
+		{out: "1.5", bad: true},
+		{out: "1\n2", bad: true},
+	} {
+		got, err := ParseRank(tc.out)
+		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+			t.Errorf("ParseRank(%q) = %d, %v; want %d, error %v", tc.out, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// cold is a cold start of db-0..db-2 after a shutdown: the record names
+// db-0 of an earlier pod (uid old-0), every pod is new and not Ready.
+func cold() RankInput {
+	return RankInput{
+		Expected: []string{"db-0", "db-1", "db-2"},
+		Pods:     map[string]PodState{"db-0": {UID: "u0"}, "db-1": {UID: "u1"}, "db-2": {UID: "u2"}},
+		Ranks:    map[string]Rank{},
+		Record:   &Record{Pod: "db-0", UID: "old-0", Member: fqdn("db-0")},
+	}
+}
+
+func withRanks(in RankInput, self string, ranks map[string]Rank) RankInput {
+	in.Self = self
+	for name, r := range ranks {
+		if r.UID == "" {
+			r.UID = in.Pods[name].UID
+		}
+		in.Ranks[name] = r
+	}
+	return in
+}
+
+func TestDecideRank(t *testing.T) {
+	all := map[string]Rank{"db-0": {Value: 10}, "db-1": {Value: 12}, "db-2": {Value: 11}}
+	tests := []struct {
+		name       string
+		in         RankInput
+		wantReason RankReason
+		wantRole   Role
+		wantFormer string
+		selfRank   bool
+		awaited    []string
+		failed     []string
+	}{
+		{name: "highest rank forms, not the first ordinal",
+			in:         withRanks(cold(), "db-1", all),
+			wantReason: HighestRank, wantRole: Form, wantFormer: "db-1"},
+		{name: "the first ordinal joins the highest rank",
+			in:         withRanks(cold(), "db-0", all),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1"},
+		{name: "ties go to the lowest ordinal",
+			in:         withRanks(cold(), "db-2", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: 9}, "db-2": {Value: 9}}),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1"},
+		{name: "no member has data: the lowest ordinal forms",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: NoData}, "db-1": {Value: NoData}, "db-2": {Value: NoData}}),
+			wantReason: HighestRank, wantRole: Form, wantFormer: "db-0"},
+		{name: "a missing rank waits",
+			in:         withRanks(cold(), "db-1", map[string]Rank{"db-0": {Value: 10}, "db-1": {Value: 12}}),
+			wantReason: RankAwaited, awaited: []string{"db-2"}},
+		{name: "a rank of the earlier pod of that name does not count",
+			in:         withRanks(cold(), "db-1", map[string]Rank{"db-0": {Value: 10}, "db-1": {Value: 12}, "db-2": {UID: "old-2", Value: 99}}),
+			wantReason: RankAwaited, awaited: []string{"db-2"}},
+		{name: "a member whose pod does not exist is awaited",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", all)
+				delete(in.Pods, "db-2")
+				return in
+			}(),
+			wantReason: RankAwaited, awaited: []string{"db-2"}},
+		{name: "a failed rank command counts as missing",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 10}, "db-1": {Err: "exit status 2: grastate.dat: permission denied"}, "db-2": {Value: 11}}),
+			wantReason: RankAwaited, awaited: []string{"db-1"}, failed: []string{"db-1"}},
+		{name: "a quorum decides without the missing member",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 10}, "db-1": {Err: "exit status 1"}, "db-2": {Value: 11}})
+				in.Quorum = 2
+				return in
+			}(),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-2", awaited: []string{"db-1"}, failed: []string{"db-1"}},
+		{name: "below the quorum waits",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 10}})
+				in.Quorum = 2
+				return in
+			}(),
+			wantReason: RankAwaited, awaited: []string{"db-1", "db-2"}},
+		{name: "without its own rank a member runs its command first",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-1": {Value: 12}, "db-2": {Value: 11}}),
+			wantReason: RankAwaited, selfRank: true},
+		{name: "its own failed command is run again",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Err: "exit status 1"}, "db-1": {Value: 12}, "db-2": {Value: 11}}),
+			wantReason: RankAwaited, selfRank: true},
+		{name: "a Ready member runs: join it",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", all)
+				in.Pods["db-2"] = PodState{UID: "u2", Ready: true}
+				return in
+			}(),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-2"},
+		{name: "a member told its role runs: join it",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-1": {Value: 3, Role: Join}}),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+		{name: "a role mark of an earlier pod is not running",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-1": {UID: "old-1", Value: 3, Role: Form}, "db-2": {Value: 2}}),
+			wantReason: RankAwaited, awaited: []string{"db-1"}},
+		{name: "a member that appears after the decision: the record decides (join)",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-3", all)
+				in.Record = &Record{Pod: "db-1", UID: "u1", Member: fqdn("db-1")}
+				in.Pods["db-3"] = PodState{UID: "u3"}
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "never formed: the ordinal rule decides",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-1", all)
+				in.Record = nil
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "a record listing only joiners: the ordinal rule decides",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-1", all)
+				in.Record = &Record{Members: []Member{{Pod: "db-1", UID: "u1"}}}
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideRank(tc.in)
+			if d.Reason != tc.wantReason || d.Role != tc.wantRole || d.Former != tc.wantFormer || d.SelfRank != tc.selfRank {
+				t.Errorf("DecideRank() = %s %q former %q selfRank %v (%s); want %s %q former %q selfRank %v",
+					d.Reason, d.Role, d.Former, d.SelfRank, d.Detail, tc.wantReason, tc.wantRole, tc.wantFormer, tc.selfRank)
+			}
+			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) {
+				t.Errorf("awaited %v, failed %v; want %v, %v", d.Awaited, d.Failed, tc.awaited, tc.failed)
+			}
+			if d.Former != "" && d.FormerUID != tc.in.Pods[d.Former].UID {
+				t.Errorf("FormerUID = %q; want %q", d.FormerUID, tc.in.Pods[d.Former].UID)
+			}
+			if d.Detail == "" {
+				t.Error("no detail")
+			}
+			if len(tc.failed) > 0 && !strings.Contains(d.Detail, "rank command failed in "+tc.failed[0]) && d.Role == "" {
+				t.Errorf("detail %q does not name the failed member", d.Detail)
+			}
+		})
+	}
+}
+
+// TestDecideRankExactlyOneForms: every member, seeing the same complete
+// ranks, agrees on one former; the highest rank.
+func TestDecideRankExactlyOneForms(t *testing.T) {
+	ranks := map[string]Rank{"db-0": {Value: 3}, "db-1": {Value: NoData}, "db-2": {Value: 8}}
+	forms := 0
+	for _, self := range []string{"db-0", "db-1", "db-2"} {
+		d := DecideRank(withRanks(cold(), self, ranks))
+		if d.Former != "db-2" {
+			t.Errorf("%s: former %q; want db-2", self, d.Former)
+		}
+		if d.Role == Form {
+			forms++
+		}
+	}
+	if forms != 1 {
+		t.Errorf("%d members told form; want 1", forms)
+	}
+}

@@ -1,0 +1,156 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/flockd/flock/internal/ordinal"
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+// ErrRankAwaited is wrapped by Role while other members' ranks are awaited:
+// "not yet", not a failure (the wiring makes it a pending result, re-checked
+// without backoff). It wraps ErrNoRole.
+var ErrRankAwaited = fmt.Errorf("%w: ranks awaited", ErrNoRole)
+
+// RankDecision returns what the rank rule (DecideRank) says for in, reading
+// (never writing) the expected members' pods; applies is false when the
+// rank rule is off or Decide decides (RankNotApplicable). Diagnose mode
+// uses it to say what is awaited.
+func (r *Roler) RankDecision(ctx context.Context, in Input) (d RankDecision, applies bool, err error) {
+	return r.rankDecision(ctx, in)
+}
+
+func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool, error) {
+	rec := in.Record
+	// Only a formed cluster whose record is not this pod's and not stale can
+	// be cold started: spare the pod reads otherwise.
+	if r.Rank == nil || r.Lease == nil || r.Data == nil || rec == nil || rec.Pod == "" || in.Stale || rec.UID == in.SelfUID {
+		return RankDecision{}, false, nil
+	}
+	rin := RankInput{Self: r.Pod, Quorum: r.RankQuorum, Record: rec, Ranks: rec.Ranks, Pods: map[string]PodState{}}
+	n := 0
+	if r.Size != nil {
+		n = r.Size()
+	}
+	prefix, cut := strings.CutSuffix(r.Pod, fmt.Sprintf("-%d", ordinal.FromName(r.Pod)))
+	switch {
+	case ordinal.FromName(r.Pod) < 0 || !cut:
+		return RankDecision{}, false, fmt.Errorf("%w: -form-rank: pod %s has no StatefulSet ordinal, so the expected members are unknown", ErrNoRole, r.Pod)
+	case n <= 0:
+		return RankDecision{}, false, fmt.Errorf("%w: -form-rank: the expected size is not known yet", ErrNoRole)
+	}
+	for i := in.FirstOrdinal; i < in.FirstOrdinal+n; i++ {
+		rin.Expected = append(rin.Expected, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	// The former's pod first: while it exists (the steady state) the rank
+	// rule does not apply and the other pods need not be read.
+	for _, name := range append([]string{rec.Pod, r.Pod}, rin.Expected...) {
+		if _, seen := rin.Pods[name]; seen {
+			continue
+		}
+		st, ok, err := r.Data.Pod(ctx, name)
+		if err != nil {
+			return RankDecision{}, false, err
+		}
+		if ok {
+			rin.Pods[name] = st
+		}
+		if name == rec.Pod && ok && st.UID == rec.UID {
+			break
+		}
+	}
+	d := DecideRank(rin)
+	return d, d.Reason != RankNotApplicable, nil
+}
+
+// byRank acts on a rank decision that applies: it runs the rank command
+// and writes this member's entry, waits, joins a running member, or
+// records the member with the highest rank as the former (then the record
+// rule gives every member its role: exactly one form).
+func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.Set, self string) (Decision, error) {
+	me, err := r.member(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	switch {
+	case rd.SelfRank:
+		return Decision{}, r.writeRank(ctx, in.Record, me)
+	case rd.Role == "":
+		return Decision{}, fmt.Errorf("%w: %s", ErrRankAwaited, rd.Detail)
+	case rd.Reason == MemberRunning:
+		d := Decision{Role: Join, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
+		if mark := r.markOf(in.Record, me, d); mark != nil {
+			if err := r.Lease.update(ctx, in.Record, func(obj *coordinationv1.Lease) error { return setRank(obj, r.Pod, *mark) }); err != nil {
+				return Decision{}, err
+			}
+		}
+		return d, nil
+	}
+	if r.Logger != nil {
+		r.Logger.Info("recording the member with the highest rank as the former", "former", rd.Former, "reason", rd.Reason, "detail", rd.Detail)
+	}
+	rec := Record{Pod: rd.Former, UID: rd.FormerUID, Members: in.Record.Members}
+	if err := r.Lease.Replace(ctx, in.Record, rec, r.keyOf(set, self, rd.Former)); err != nil {
+		return Decision{}, err
+	}
+	return Decision{}, ErrChanged // read it back: the record decides
+}
+
+// writeRank runs the rank command and writes this member's entry; a failed
+// command is written too (the others see why this member is missing).
+func (r *Roler) writeRank(ctx context.Context, rec *Record, me Member) error {
+	v, err := r.Rank(ctx)
+	next := Rank{UID: me.UID, Value: v}
+	if err != nil {
+		next = Rank{UID: me.UID, Value: NoData, Err: err.Error()}
+	}
+	if r.Logger != nil {
+		if err != nil {
+			r.Logger.Warn("rank command failed; this member counts as missing", "err", err)
+		} else {
+			r.Logger.Info("rank", "rank", v)
+		}
+	}
+	if cur, ok := rec.Ranks[r.Pod]; ok && cur == next {
+		return fmt.Errorf("%w: %s", ErrNoRole, next.Err) // failed again the same way
+	}
+	if err := r.Lease.update(ctx, rec, func(obj *coordinationv1.Lease) error { return setRank(obj, r.Pod, next) }); err != nil {
+		return err
+	}
+	return ErrChanged // read it back and decide
+}
+
+// markOf is this member's entry with the running mark for d, nil when the
+// rank rule is off or the record already has it.
+func (r *Roler) markOf(rec *Record, me Member, d Decision) *Rank {
+	if r.Rank == nil || rec == nil || d.Role == "" {
+		return nil
+	}
+	cur, ok := rec.Ranks[r.Pod]
+	if ok && cur.UID == me.UID && cur.Role == d.Role {
+		return nil
+	}
+	next := Rank{UID: me.UID, Value: NoData, Role: d.Role}
+	if ok && cur.UID == me.UID {
+		next.Value, next.Err = cur.Value, cur.Err
+	}
+	return &next
+}
+
+// keyOf is pod's member key: its peer's in set, else self's with the pod
+// name replaced.
+func (r *Roler) keyOf(set peer.Set, self, pod string) string {
+	for _, p := range set.Peers() {
+		if p.Name == pod {
+			return p.Key()
+		}
+	}
+	if rest, ok := strings.CutPrefix(self, r.Pod+"."); ok {
+		return pod + "." + rest
+	}
+	return pod
+}

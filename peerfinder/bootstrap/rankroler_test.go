@@ -1,0 +1,156 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/flockd/flock/internal/kube/clientset"
+	"github.com/flockd/flock/peerfinder/peer"
+)
+
+// shutDown is db-0..db-(n-1) after a full shutdown: every pod re-created
+// (new UIDs u0...), every claim kept, and the record naming db-0 of the
+// earlier pods as the former.
+func shutDown(t *testing.T, n int) *fake.Clientset {
+	t.Helper()
+	var objs []runtime.Object
+	var members []Member
+	for i := range n {
+		name := fmt.Sprintf("db-%d", i)
+		claim := Claim{Name: "data-" + name, UID: fmt.Sprintf("c%d", i)}
+		objs = append(objs,
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim.Name, Namespace: "ns", UID: types.UID(claim.UID)}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(fmt.Sprintf("u%d", i))}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}},
+			}}})
+		members = append(members, Member{Pod: name, UID: "old-" + name, Claims: []Claim{claim}})
+	}
+	lease := formedLease("db-0", "old-db-0")
+	lease.Annotations[AnnotationMember] = fqdn("db-0")
+	if err := setMembers(lease, members); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientset(append(objs, lease)...)
+}
+
+// rankRoler is pod's Roler under -form-rank with the shell command script.
+func rankRoler(c *fake.Clientset, pod, script string, size, quorum int) *Roler {
+	return &Roler{Lease: &Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"},
+		Data: &Data{Client: clientset.Wrap(c), Namespace: "ns"}, Pod: pod,
+		Rank: RankCommand([]string{"sh", "-c", script}), RankQuorum: quorum, Size: func() int { return size }}
+}
+
+func threeMembers() peer.Set {
+	return peer.NewSet(member("db-0", 0), member("db-1", 1), member("db-2", 2))
+}
+
+func TestRolerFormsByRank(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 3)
+	set := threeMembers()
+	scripts := map[string]string{"db-0": "echo 10", "db-1": "echo 12", "db-2": "echo 11"}
+	rolers := map[string]*Roler{}
+	for pod, script := range scripts {
+		rolers[pod] = rankRoler(c, pod, script, 3, 0)
+	}
+	// db-0 (the recorded former, by today's rule formed-with-this-data)
+	// and db-2 wait for the missing ranks.
+	for _, pod := range []string{"db-0", "db-2"} {
+		if role, _, err := rolers[pod].Bootstrap(ctx, set, fqdn(pod)); !errors.Is(err, ErrNoRole) || role != "" {
+			t.Fatalf("%s before every rank: %q, %v; want no role yet", pod, role, err)
+		} else if !strings.Contains(err.Error(), "awaiting db-1") {
+			t.Errorf("%s: %v; want db-1 named as awaited", pod, err)
+		}
+	}
+	for _, pod := range []string{"db-1", "db-0", "db-2"} {
+		role, former, err := rolers[pod].Bootstrap(ctx, set, fqdn(pod))
+		want := "join"
+		if pod == "db-1" {
+			want = "form"
+		}
+		if err != nil || role != want || former != fqdn("db-1") {
+			t.Errorf("%s: %q former %q, %v; want %s former %s", pod, role, former, err, want, fqdn("db-1"))
+		}
+	}
+	rec, err := rolers["db-0"].Lease.Read(ctx)
+	if err != nil || rec.Pod != "db-1" || rec.UID != "u1" || rec.Member != fqdn("db-1") {
+		t.Fatalf("record %+v, %v; want db-1 (u1) recorded as the former", rec, err)
+	}
+	for pod, want := range map[string]Role{"db-0": Join, "db-1": Form, "db-2": Join} {
+		if got := rec.Ranks[pod]; got.Role != want || got.UID == "" {
+			t.Errorf("%s's entry %+v; want the running mark %s", pod, got, want)
+		}
+	}
+	// A member that appears after the decision joins, whatever its rank.
+	if err := c.Tracker().Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-3", Namespace: "ns", UID: "u3"}}); err != nil {
+		t.Fatal(err)
+	}
+	late := rankRoler(c, "db-3", "echo 99", 4, 0)
+	set4 := peer.NewSet(append(set.Peers(), member("db-3", 3))...)
+	if role, former, err := late.Bootstrap(ctx, set4, fqdn("db-3")); err != nil || role != "join" || former != fqdn("db-1") {
+		t.Errorf("db-3 after the decision: %q former %q, %v; want join %s", role, former, err, fqdn("db-1"))
+	}
+}
+
+func TestRolerRankCommandFails(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 3)
+	set := threeMembers()
+	failing := rankRoler(c, "db-1", "echo 'grastate.dat: Permission denied' >&2; exit 3", 3, 0)
+	if _, _, err := failing.Bootstrap(ctx, set, fqdn("db-1")); !errors.Is(err, ErrNoRole) || !strings.Contains(err.Error(), "exit status 3: grastate.dat: Permission denied") {
+		t.Fatalf("db-1 with a failing command: %v; want no role, its exit status and stderr", err)
+	}
+	obj, err := c.CoordinationV1().Leases("ns").Get(ctx, "db-formed", metav1.GetOptions{})
+	if err != nil || !strings.Contains(obj.Annotations[AnnotationRankPrefix+"db-1"], "exit status 3") {
+		t.Fatalf("db-1's entry %q, %v; want the failure recorded", obj.Annotations[AnnotationRankPrefix+"db-1"], err)
+	}
+	r0 := rankRoler(c, "db-0", "echo 10", 3, 0)
+	r2 := rankRoler(c, "db-2", "echo 12", 3, 0)
+	for _, r := range []*Roler{r0, r2, r0} {
+		_, _, err := r.Bootstrap(ctx, set, fqdn(r.Pod))
+		if !errors.Is(err, ErrNoRole) || !strings.Contains(err.Error(), "rank command failed in db-1") {
+			t.Fatalf("%s: %v; want no role, db-1's failure named", r.Pod, err)
+		}
+	}
+	// With a quorum of 2 the two ranks decide: db-2 forms.
+	r0.RankQuorum, r2.RankQuorum = 2, 2
+	if role, former, err := r0.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "join" || former != fqdn("db-2") {
+		t.Errorf("db-0 with a quorum of 2: %q former %q, %v; want join %s", role, former, err, fqdn("db-2"))
+	}
+	if role, _, err := r2.Bootstrap(ctx, set, fqdn("db-2")); err != nil || role != "form" {
+		t.Errorf("db-2 with a quorum of 2: %q, %v; want form", role, err)
+	}
+	// db-1's command recovers after the decision: the record decides, join.
+	failing.Rank = RankCommand([]string{"sh", "-c", "echo 50"})
+	if role, _, err := failing.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" {
+		t.Errorf("db-1 after the decision: %q, %v; want join", role, err)
+	}
+}
+
+// TestRolerWithoutRankUnchanged: without -form-rank the recorded former's
+// successor mounting its claim forms, as before.
+func TestRolerWithoutRankUnchanged(t *testing.T) {
+	c := shutDown(t, 3)
+	r := rankRoler(c, "db-0", "echo 1", 3, 0)
+	r.Rank = nil
+	if role, _, err := r.Bootstrap(t.Context(), threeMembers(), fqdn("db-0")); err != nil || role != "form" {
+		t.Errorf("db-0 without -form-rank: %q, %v; want form (formed-with-this-data)", role, err)
+	}
+	obj, err := c.CoordinationV1().Leases("ns").Get(t.Context(), "db-formed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range obj.Annotations {
+		if strings.HasPrefix(k, AnnotationRankPrefix) {
+			t.Errorf("annotation %s written without -form-rank", k)
+		}
+	}
+}
