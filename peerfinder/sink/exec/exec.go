@@ -28,22 +28,13 @@ import (
 	osexec "os/exec"
 	"os/signal"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/flockd/flock/internal/reap"
 	"github.com/flockd/flock/peerfinder/sink"
 )
-
-// ForwardedSignals are forwarded to the child by default.
-var ForwardedSignals = []os.Signal{
-	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
-}
 
 // GroupKillGrace bounds the time between SIGTERM and SIGKILL for the
 // processes left in the child's process group after it exited (less when
@@ -86,49 +77,6 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// Logger receives records about the child; slog.Default() when nil.
 	Logger *slog.Logger
-}
-
-// ParseSignal parses a signal name ("SIGHUP", "HUP", "hup") or number.
-func ParseSignal(s string) (syscall.Signal, error) {
-	if s == "" {
-		return 0, nil
-	}
-	var n int
-	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
-		if n <= 0 || n > 64 {
-			return 0, fmt.Errorf("signal %q out of range", s)
-		}
-		return syscall.Signal(n), nil
-	}
-	name := strings.ToUpper(s)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	if sig := unix.SignalNum(name); sig != 0 {
-		return sig, nil
-	}
-	return 0, fmt.Errorf("unknown signal %q", s)
-}
-
-// CheckReloadSignal reports why sig cannot be a reload signal: one the
-// child cannot catch (KILL, STOP; 32 and 33, which the C library keeps for
-// its threads) or whose default action stops the child (TSTP, TTIN, TTOU)
-// would end or freeze it instead of telling it about a change. 0 (none) is
-// fine.
-func CheckReloadSignal(sig syscall.Signal) error {
-	switch {
-	case sig == 0:
-		return nil
-	case sig == syscall.SIGKILL || sig == syscall.SIGSTOP:
-		return fmt.Errorf("%v cannot be caught: it would kill or freeze the command, not reload it", sig)
-	case sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
-		return fmt.Errorf("%v stops a command that does not catch it", sig)
-	case sig == 32 || sig == 33:
-		return fmt.Errorf("signal %d is reserved by the C library's threads; programs cannot catch it", int(sig))
-	case sig < 0 || sig > 64:
-		return fmt.Errorf("signal %d out of range", int(sig))
-	}
-	return nil
 }
 
 // Sink supervises one child process. Its first successful Apply starts the
@@ -240,45 +188,6 @@ func (s *Sink) Apply(ctx context.Context, d sink.Delivery) error {
 	}
 	s.log.Info("child reload signalled", "signal", s.cfg.ReloadSignal, "generation", d.Generation)
 	return nil
-}
-
-// readyFor reports whether sending sig to pid cannot end or stop it by the
-// signal's default action: pid catches or ignores sig, or sig's default is
-// to do nothing, or pid's status cannot be read (not Linux, or pid is gone).
-func readyFor(pid int, sig syscall.Signal) bool {
-	switch sig {
-	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH: // ignored by default
-		return true
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return true
-	}
-	handled, err := handles(status, sig)
-	return err != nil || handled
-}
-
-// handles reports whether the process whose /proc/PID/status is status
-// catches or ignores sig (its SigCgt or SigIgn mask has sig's bit).
-func handles(status []byte, sig syscall.Signal) (bool, error) {
-	found := 0
-	var mask uint64
-	for line := range strings.Lines(string(status)) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "SigCgt" && name != "SigIgn") {
-			continue
-		}
-		m, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", name, err)
-		}
-		mask |= m
-		found++
-	}
-	if found != 2 {
-		return false, errors.New("no SigCgt and SigIgn in the status")
-	}
-	return sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0, nil
 }
 
 // start runs the child. Called with mu held and cmd nil.
@@ -436,12 +345,6 @@ func (s *Sink) forward(ctx context.Context, cmd *osexec.Cmd, sigs <-chan os.Sign
 			}
 		}
 	}
-}
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // ExitStatus is the shell-style status of a finished process: its exit code,

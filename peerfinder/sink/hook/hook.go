@@ -16,6 +16,8 @@
 //	                           separated by single spaces (all peers on the first run)
 //	PEER_FINDER_PEERS_REMOVED  FQDNs removed since the last successful run, likewise
 //	PEER_FINDER_BOOTSTRAP      "form" or "join"; unset when no role is known
+//	PEER_FINDER_FORMER         the FQDN of the member that formed the cluster,
+//	                           the one joiners target; unset when not known
 //
 // Space separation lets `for p in $PEER_FINDER_PEERS_ADDED` work in any
 // POSIX shell. The lists are kept in the environment only while both fit:
@@ -46,7 +48,7 @@
 //
 // A hook runs only when what it receives changes: a delivery whose stdin
 // (the names, in the lines format; the document apart from its generation,
-// in json) and bootstrap role equal those of the last run, when that run
+// in json), bootstrap role and former equal those of the last run, when that run
 // succeeded, succeeds without running it. After a failed run the next
 // delivery runs the hook whatever it carries, the input of the last
 // success included: the failed run may have changed the application part
