@@ -3,7 +3,7 @@
 // with flock's peer-finder and Kubernetes' upstream peer-finder side by
 // side: the same manifest and scripts, the same fault schedule, each round
 // of each subject in its own namespace, rounds in parallel. The oracle is
-// etcd itself (package test/apps): polled over its client API at each
+// etcd itself (package localcluster/apps): polled over its client API at each
 // pod's IP, and every healthy poll confirmed with etcdctl in every pod; after
 // settling, one cluster id, members equal to the StatefulSet's pods, all
 // healthy.
@@ -54,7 +54,7 @@ import (
 
 	"github.com/flockd/flock/bench/internal/benchkit"
 	"github.com/flockd/flock/localcluster"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 const corefile = `.:5353 {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // TestCampaignSmoke runs a few rounds of bench/campaign for flock only

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flockd/flock/localcluster/clustertest"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // etcdShape returns an edit for applyKustomizationWith that sets the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/flockd/flock/internal/kube/clientset"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // applyKustomization applies each resource of dir's kustomization.yaml, in

@@ -28,7 +28,7 @@ import (
 
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/clustertest"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // Image is peer-finder's image as "make images" builds it, by its alias

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/localcluster/clustertest"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // waitRedis waits until the n pods of the redis StatefulSet are one primary

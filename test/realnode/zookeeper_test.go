@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/localcluster/clustertest"
-	"github.com/flockd/flock/test/apps"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // zkMarker is the znode whose data names one ensemble: written once it
