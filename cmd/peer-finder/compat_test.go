@@ -137,7 +137,7 @@ func (p *process) wait(t *testing.T) int {
 	select {
 	case <-p.done:
 		p.done <- nil
-		return p.cmd.ProcessState.ExitCode()
+		return pfbinary.ExitStatus(p.cmd.ProcessState)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("peer-finder did not exit")
 		return -1
@@ -254,8 +254,8 @@ func TestUsageErrorsExitTwoNamingTheFlag(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), tt.flag) {
-			t.Errorf("%v: status %d (%v), stderr %q; want 2 naming %s", tt.args, cmd.ProcessState.ExitCode(), err, stderr.String(), tt.flag)
+		if pfbinary.ExitStatus(cmd.ProcessState) != 2 || !strings.Contains(stderr.String(), tt.flag) {
+			t.Errorf("%v: status %d (%v), stderr %q; want 2 naming %s", tt.args, pfbinary.ExitStatus(cmd.ProcessState), err, stderr.String(), tt.flag)
 		}
 	}
 }

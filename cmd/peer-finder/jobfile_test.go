@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // TestMPIHostfileAndTorchRendezvous (issue 32 #2): web-1 of three expected
@@ -90,7 +91,7 @@ func TestJobFileFlagsWithoutWhatTheyNeedExitTwo(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
-			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), tt.flag+":") {
+			if code := pfbinary.ExitStatus(cmd.ProcessState); code != 2 || !strings.Contains(stderr.String(), tt.flag+":") {
 				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming %s", code, err, stderr.String(), tt.flag)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/elftest"
 	"github.com/flockd/flock/internal/testing/need"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/prometheus/procfs"
 )
@@ -192,7 +193,7 @@ func TestHooksThatCanNeverRunExitTwo(t *testing.T) {
 				<-done
 				t.Fatalf("peer-finder did not exit; stderr:\n%s", stderr.String())
 			}
-			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
+			if code := pfbinary.ExitStatus(cmd.ProcessState); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
 				t.Fatalf("status %d, stderr %q; want 2 naming %s", code, stderr.String(), tc.flag)
 			}
 		})

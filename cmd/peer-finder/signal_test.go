@@ -12,6 +12,7 @@ import (
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/need"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // SIGHUP and SIGQUIT stop peer-finder as SIGTERM does while no -- command
@@ -158,7 +159,7 @@ func TestSurvivesClosedStderrPipe(t *testing.T) {
 	}
 	err = <-done
 	done <- err
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
+	if code := pfbinary.ExitStatus(cmd.ProcessState); code != 0 {
 		t.Fatalf("exit status %d (%v), want 0", code, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // stillRunning fails the test when p exits within d.
@@ -16,7 +17,7 @@ func stillRunning(t *testing.T, p *process, d time.Duration, why string) {
 	select {
 	case <-p.done:
 		p.done <- nil
-		t.Fatalf("peer-finder exited with status %d %s", p.cmd.ProcessState.ExitCode(), why)
+		t.Fatalf("peer-finder exited with status %d %s", pfbinary.ExitStatus(p.cmd.ProcessState), why)
 	case <-time.After(d):
 	}
 }

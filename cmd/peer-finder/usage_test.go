@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // TestUsageErrorsFoundBuildingSinksExitTwo: some bad command lines are only
@@ -32,7 +34,7 @@ func TestUsageErrorsFoundBuildingSinksExitTwo(t *testing.T) {
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			msg := stderr.String()
-			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(msg, "peer-finder: --: ") || strings.Contains(msg, "---") {
+			if code := pfbinary.ExitStatus(cmd.ProcessState); code != 2 || !strings.Contains(msg, "peer-finder: --: ") || strings.Contains(msg, "---") {
 				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming --", code, err, msg)
 			}
 		})
@@ -52,7 +54,7 @@ func TestReloadSignalThatCannotBeCaughtExitsTwo(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
-			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), "-reload-signal") {
+			if code := pfbinary.ExitStatus(cmd.ProcessState); code != 2 || !strings.Contains(stderr.String(), "-reload-signal") {
 				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming -reload-signal", code, err, stderr.String())
 			}
 		})
@@ -92,7 +94,7 @@ func TestFileOutputsNamingOneFileExitTwo(t *testing.T) {
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			msg := stderr.String()
-			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(msg, "-hosts-file") || !strings.Contains(msg, "-json-file") {
+			if code := pfbinary.ExitStatus(cmd.ProcessState); code != 2 || !strings.Contains(msg, "-hosts-file") || !strings.Contains(msg, "-json-file") {
 				t.Errorf("status %d (%v), stderr %q; want 2 and a message naming -hosts-file and -json-file", code, err, msg)
 			}
 			if b, err := os.ReadFile(hosts); err != nil || string(b) != content {

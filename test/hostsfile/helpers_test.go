@@ -73,12 +73,8 @@ func start(t *testing.T, name string, argv, env []string) *proc {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
-		err := p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.code = 128 + int(ws.Signal())
-		}
-		_ = err
+		_ = p.cmd.Wait() // the status is in ProcessState
+		p.code = pfbinary.ExitStatus(p.cmd.ProcessState)
 		close(p.done)
 	}()
 	t.Cleanup(func() {

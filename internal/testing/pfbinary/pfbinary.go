@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // Package is the import path of peer-finder's main package.
@@ -40,4 +41,14 @@ func Build() (path string, cleanup func()) {
 		os.Exit(1)
 	}
 	return path, func() { os.RemoveAll(dir) }
+}
+
+// ExitStatus is a finished process's status as a shell reports it: its
+// exit code, or 128+N when signal N killed it. The one rule of every test
+// that runs peer-finder as a process.
+func ExitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
