@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/localcluster/apps"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // etcdShape returns an edit for applyKustomizationWith that sets the

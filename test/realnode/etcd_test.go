@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/kube/clientset"
-	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 	"github.com/flockd/flock/localcluster/apps"
+	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
 
 // applyKustomization applies each resource of dir's kustomization.yaml, in

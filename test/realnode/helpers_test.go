@@ -27,8 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flockd/flock/localcluster"
-	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/localcluster/apps"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // Image is peer-finder's image as "make images" builds it, by its alias

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/localcluster/apps"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // waitRedis waits until the n pods of the redis StatefulSet are one primary

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/localcluster/apps"
+	"github.com/flockd/flock/localcluster/clustertest"
 )
 
 // zkMarker is the znode whose data names one ensemble: written once it
