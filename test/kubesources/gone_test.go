@@ -46,7 +46,7 @@ func TestWatchGoneAfterEtcdCompaction(t *testing.T) {
 	}
 	w := run(t, "endpointslice", src)
 	w.waitNames(t, "web-0", "web-1", "web-2")
-	seen := len(w.snapshots())
+	seen := len(w.Snapshots())
 
 	// Writes elsewhere move the revision past the watch's resource version.
 	for i := range 5 {
@@ -69,7 +69,7 @@ func TestWatchGoneAfterEtcdCompaction(t *testing.T) {
 	if n := testutil.ToFloat64(metrics.Relists.WithLabelValues(res)); n < 1 {
 		t.Errorf("flock_kube_relists_total = %v, want >= 1", n)
 	}
-	for _, ps := range w.snapshots()[seen:] {
+	for _, ps := range w.Snapshots()[seen:] {
 		if got := strings.Join(names(ps), ","); got != "web-0,web-1,web-2" && got != "web-0,web-1,web-2,web-3" {
 			t.Errorf("snapshot %s around the 410, want the old or the new set", got)
 		}

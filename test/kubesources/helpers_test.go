@@ -5,17 +5,15 @@
 package kubesources
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flockd/flock/internal/kube"
-	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/sourcetest"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder/peer"
@@ -27,54 +25,15 @@ import (
 
 const wait = 90 * time.Second // bounds a hang; not a performance assertion
 
-// watcher runs a source and keeps its snapshots.
+// watcher is a source running in the test, by name.
 type watcher struct {
+	*sourcetest.Run
 	name string
-	mu   sync.Mutex
-	all  [][]peer.Peer
 }
 
 func run(t *testing.T, name string, src source.Source) *watcher {
 	t.Helper()
-	w := &watcher{name: name}
-	ctx, cancel := context.WithCancel(context.Background())
-	up := make(chan []peer.Peer)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, up) }()
-	go func() {
-		for {
-			select {
-			case ps := <-up:
-				w.mu.Lock()
-				w.all = append(w.all, ps)
-				w.mu.Unlock()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := await.Recv(t, done, "%s: Run to return after cancel", name); err != nil {
-			t.Errorf("%s: Run: %v", name, err)
-		}
-	})
-	return w
-}
-
-func (w *watcher) latest() ([]peer.Peer, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.all) == 0 {
-		return nil, false
-	}
-	return w.all[len(w.all)-1], true
-}
-
-func (w *watcher) snapshots() [][]peer.Peer {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.all)
+	return &watcher{Run: sourcetest.Start(t, name, src), name: name}
 }
 
 // names is the sorted list of first labels of the peers' FQDNs.
@@ -94,17 +53,7 @@ func (w *watcher) waitNames(t *testing.T, want ...string) []peer.Peer {
 	if want == nil {
 		want = []string{}
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		ps, ok := w.latest()
-		if ok && slices.Equal(names(ps), want) {
-			return ps
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: after %s the latest snapshot is %v (reported: %v), want %v", w.name, wait, names(ps), ok, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return w.Wait(t, wait, fmt.Sprint(want), func(ps []peer.Peer) bool { return slices.Equal(names(ps), want) })
 }
 
 func ordinals(prefix string, n ...int) []string {

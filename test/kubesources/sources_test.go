@@ -139,7 +139,7 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 	for _, w := range []*watcher{s.pods, s.endpointslice} {
 		deadline := time.Now().Add(wait)
 		for {
-			ps, _ := w.latest()
+			ps, _ := w.Latest()
 			var got string
 			var ips []string
 			for _, p := range ps {
@@ -172,14 +172,14 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	seen := map[*watcher]int{}
 	for _, w := range s.all() {
-		seen[w] = len(w.snapshots())
+		seen[w] = len(w.Snapshots())
 	}
 	c.RestartAPIServer(t)
 	fixture.Scale(t, c.Client, ns, 4)
 	for _, w := range s.all() {
 		w.waitNames(t, "web-0", "web-1", "web-2", "web-3")
 		// Every snapshot since the restart is the old set or the new one.
-		for _, ps := range w.snapshots()[seen[w]:] {
+		for _, ps := range w.Snapshots()[seen[w]:] {
 			got := strings.Join(names(ps), ",")
 			if got != "web-0,web-1,web-2" && got != "web-0,web-1,web-2,web-3" {
 				t.Errorf("%s: snapshot %s around the restart", w.name, got)
@@ -234,7 +234,7 @@ func TestForbidden(t *testing.T) {
 			t.Errorf("forbidden line lacks %q: %s", want, lines[0])
 		}
 	}
-	if _, ok := w.latest(); ok {
+	if _, ok := w.Latest(); ok {
 		t.Error("a snapshot was sent while forbidden")
 	}
 	// Every retry is counted, the log line is not repeated.

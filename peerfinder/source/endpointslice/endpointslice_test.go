@@ -1,10 +1,9 @@
 package endpointslice
 
 import (
-	"context"
+	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/sourcetest"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -168,31 +168,11 @@ func TestRunFollowsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	up := make(chan []peer.Peer)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, up) }()
-	defer func() {
-		cancel()
-		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	ctx := t.Context()
+	run := sourcetest.Start(t, "endpointslice", src)
 	expect := func(want ...string) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case ps := <-up:
-				got := fqdns(ps)
-				if reflect.DeepEqual(got, want) {
-					return
-				}
-				t.Logf("snapshot %v, waiting for %v", got, want)
-			case <-deadline:
-				t.Fatalf("no snapshot %v", want)
-			}
-		}
+		run.Wait(t, await.Timeout, fmt.Sprint(want), func(ps []peer.Peer) bool { return reflect.DeepEqual(fqdns(ps), want) })
 	}
 	expect("web-0.web.db.svc.cluster.local")
 	b := slice("b", ep("web-1", true, false, "10.0.0.2"))

@@ -1,7 +1,7 @@
 package pods
 
 import (
-	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -17,6 +17,7 @@ import (
 	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/ordinal"
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/sourcetest"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -206,31 +207,11 @@ func TestRunSelectorFromSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	up := make(chan []peer.Peer)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, up) }()
-	defer func() {
-		cancel()
-		if err := await.Recv(t, done, "Run to return after cancel"); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	ctx := t.Context()
+	run := sourcetest.Start(t, "pods", src)
 	expect := func(want ...string) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case ps := <-up:
-				if got := keys(ps); reflect.DeepEqual(got, want) {
-					return
-				} else {
-					t.Logf("snapshot %v, waiting for %v", got, want)
-				}
-			case <-deadline:
-				t.Fatalf("no snapshot %v", want)
-			}
-		}
+		run.Wait(t, await.Timeout, fmt.Sprint(want), func(ps []peer.Peer) bool { return reflect.DeepEqual(keys(ps), want) })
 	}
 	expect("web-0.web.db.svc.cluster.local=uid-web-0")
 	if _, err := client.CoreV1().Pods("db").Create(ctx, pod("web-1", "10.0.0.2"), metav1.CreateOptions{}); err != nil {
