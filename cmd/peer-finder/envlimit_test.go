@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // With a small stack limit the kernel's limit on argv plus environment is
@@ -18,7 +20,7 @@ import (
 func TestHookRunsWithSmallStackLimitAndLongLists(t *testing.T) {
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
-		t.Skip("needs prlimit(1) to lower RLIMIT_STACK")
+		need.Unavailable(t, "root", "needs prlimit(1) to lower RLIMIT_STACK")
 	}
 	const service = "peers-of-a-stateful-set" // long FQDNs: 1,150 fill 62 KB
 	member := func(i int) string { return fmt.Sprintf("web-%d.%s.ns1.svc.cluster.local", i, service) }

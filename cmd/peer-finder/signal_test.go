@@ -113,7 +113,7 @@ func startMaybePID1(t *testing.T, pid1 bool, args ...string) *process {
 	need.Root(t, "to start peer-finder as pid 1 of a new pid namespace")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("needs unshare(1) to start peer-finder as pid 1")
+		need.Unavailable(t, "root", "needs unshare(1) to start peer-finder as pid 1")
 	}
 	return startProgram(t, unshare, append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", binary}, args...)...)
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // When the -- command exits, what it left in its process group is killed
@@ -73,7 +74,7 @@ func openPTY(t *testing.T) (ptmx, tty *os.File) {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
+		need.Unavailable(t, "root", fmt.Sprintf("no pseudo-terminals: %v", err))
 	}
 	t.Cleanup(func() { ptmx.Close() })
 	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {

@@ -3,11 +3,13 @@ package atomicfile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flockd/flock/internal/testing/need"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,7 +27,7 @@ func TestHardLinkedTargetIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := os.Link(path, other); err != nil {
-				t.Skipf("hard link: %v", err)
+				need.Unavailable(t, "root", fmt.Sprintf("hard link: %v", err))
 			}
 			ino := inode(t, path)
 			_, err := Update(context.Background(), path, 0o644, mode, func([]byte) ([]byte, error) { return []byte("new\n"), nil })
@@ -54,7 +56,7 @@ func TestReplaceKeepsExtendedAttributes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := unix.Setxattr(path, "user.flock.test", []byte("kept"), 0); err != nil {
-				t.Skipf("the file system takes no user.* attribute: %v", err)
+				need.Unavailable(t, "root", fmt.Sprintf("the file system takes no user.* attribute: %v", err))
 			}
 			ino := inode(t, path)
 			if res, err := Write(path, []byte("new\n"), 0o644, mode); err != nil || res != Replaced {

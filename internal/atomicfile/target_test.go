@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/need"
 )
 
 // nonRegular makes a file of the named kind at path: a FIFO, a unix
@@ -35,11 +37,9 @@ func nonRegular(t *testing.T, kind, path string) {
 			t.Fatal(err)
 		}
 	case "char-device":
-		if os.Geteuid() != 0 {
-			t.Skip("needs root to make a device node")
-		}
+		need.Root(t, "to make a device node")
 		if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, 1<<8|3); err != nil { // 1:3, /dev/null
-			t.Skipf("mknod: %v", err)
+			need.Unavailable(t, "root", fmt.Sprintf("mknod: %v", err))
 		}
 	default:
 		t.Fatalf("unknown kind %q", kind)

@@ -3,6 +3,7 @@ package hostsfile
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -146,7 +147,7 @@ func resolve(t *testing.T, content []byte, name string) string {
 	need.Root(t, "to bind-mount a hosts file over /etc/hosts in a private mount namespace")
 	for _, tool := range []string{"unshare", "getent", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found", tool)
+			need.Unavailable(t, "root", fmt.Sprintf("%s not found", tool))
 		}
 	}
 	path := filepath.Join(t.TempDir(), "hosts")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flockd/flock/internal/atomicfile"
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -139,11 +140,9 @@ func TestFileNotRegularOrTooLarge(t *testing.T) {
 			}
 		}, atomicfile.ErrNotRegular},
 		{"dev-zero", func(t *testing.T, path string) {
-			if os.Geteuid() != 0 {
-				t.Skip("needs root to make a device node")
-			}
+			need.Root(t, "to make a device node")
 			if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, 1<<8|5); err != nil { // 1:5, /dev/zero
-				t.Skipf("mknod: %v", err)
+				need.Unavailable(t, "root", fmt.Sprintf("mknod: %v", err))
 			}
 		}, atomicfile.ErrNotRegular},
 		{"too-large", func(t *testing.T, path string) {
