@@ -141,8 +141,13 @@ bench-footprint: cluster-build ## RSS and CPU at 1,000 peers side by side: flock
 
 CAMPAIGN_FLAGS ?= -rounds=10 -parallel=2
 
+# Each campaign's summary (command, commit, verdicts, the machine's CPU) is
+# kept as a file of bench/results/, named by its start; commit it with the
+# figures of bench/README.md brought up to date (TestResultsFiles checks them).
+CAMPAIGN_RESULTS ?= bench/results/campaign-run-$(shell date -u +%Y%m%dT%H%M%SZ).json
+
 campaign: cluster-build images ## Split-brain campaign: randomized etcd bootstrap rounds on the real nodes, flock and upstream peer-finder side by side under one fault schedule (root; see bench/README.md; CAMPAIGN_FLAGS).
-	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/campaign $(CAMPAIGN_FLAGS)
+	@$(FLOCK_CLUSTER) exec -- $(GO) run -ldflags='$(LDFLAGS)' ./bench/campaign -results=$(CAMPAIGN_RESULTS) $(CAMPAIGN_FLAGS)
 
 bench-apiload: cluster-build ## API load of 100 endpointslice finders on one service (steady, rolling restart) from the apiserver's metrics, beside upstream's DNS load on CoreDNS; APILOAD_FLAGS e.g. -finders=50 -steady=10m (root for the DNS part; see bench/README.md).
 	@$(FLOCK_CLUSTER) exec -- $(GO) run ./bench/apiload $(APILOAD_FLAGS)

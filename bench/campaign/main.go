@@ -29,10 +29,13 @@
 //
 // Run it with make campaign (CAMPAIGN_FLAGS=...). It prints one line per
 // round and subject and, at the end, per subject: rounds, split brains,
-// stuck, time to healthy p50/p99 and time to rejoin p50/p99.
+// stuck, time to healthy p50/p99 and time to rejoin p50/p99; with -results
+// (make campaign sets it) the same summary, the command and the commit go
+// to a JSON file, the form bench/results/ keeps one of per run.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -53,6 +56,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flockd/flock/bench/internal/benchkit"
+	"github.com/flockd/flock/internal/version"
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/apps"
 )
@@ -74,6 +78,8 @@ func main() {
 	dnsCache := fs.Bool("dns-cache", true, `run CoreDNS with "cache 30" and TTL 30 during the campaign, as in production`)
 	duration := fs.Duration("duration", 0, "start no new round after this long (0: run all -rounds); the rounds run are reported")
 	logDir := fs.String("log-dir", "", "write the containers' logs of failed rounds here (default a temporary directory)")
+	results := fs.String("results", "", "also write the run's summary as JSON to this file (bench/results/ keeps one per run); empty: none")
+	runName := fs.String("run", "", "the run's name in -results (e.g. 26)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -103,7 +109,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration}); err != nil {
+	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration, *results, *runName, strings.Join(os.Args, " ")}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -126,6 +132,8 @@ type config struct {
 	dnsCache         bool
 	logDir           string
 	duration         time.Duration
+	results, run     string // -results, -run
+	command          string // as run
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -249,6 +257,8 @@ feed:
 	faults.stop()
 
 	elapsed := time.Since(start)
+	sum := Summary{Run: cmp.Or(cfg.run, start.UTC().Format("20060102T150405Z")), App: "etcd", Command: cfg.command, Commit: version.Get().Commit, Seed: cfg.seed, Aborted: aborted,
+		Started: start.UTC().Format(time.RFC3339), Ended: time.Now().UTC().Format(time.RFC3339)}
 	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, elapsed.Round(time.Second), cfg.seed, aborted)
 	judged := 0
 	for _, rs := range results {
@@ -258,10 +268,15 @@ feed:
 		// The machine's, not only the campaign's: the cluster, the
 		// containers, and anything else that ran meanwhile.
 		busy, cores := busy1-busy0, (total1-total0)/elapsed.Seconds()
+		sum.Machine = &Machine{BusyPercent: round1(100 * busy / (total1 - total0)), Cores: round1(cores),
+			CoreSecondsPerRound: round1(busy / float64(judged)), RoundsPerHour: round1(float64(judged) / elapsed.Hours())}
 		fmt.Printf("machine CPU: %.0f%% of %.0f cores busy, %.1f core-seconds per judged subject round (%d); %.0f subject rounds per hour\n",
 			100*busy/(total1-total0), cores, busy/float64(judged), judged, float64(judged)/elapsed.Hours())
 	}
 	if psi1, err := readPressure(); err == nil && psiErr == nil {
+		if sum.Machine != nil {
+			sum.Machine.CPUWaitPercent = round1(100 * (psi1.total - psi0.total).Seconds() / elapsed.Seconds())
+		}
 		fmt.Printf("CPU pressure: a task waited for a CPU %.0f%% of the time; rounds waited %s in all to start (-max-cpu-pressure %g, -start-gap %s)\n",
 			100*(psi1.total-psi0.total).Seconds()/elapsed.Seconds(), adm.held.Round(time.Second), cfg.maxPressure, cfg.startGap)
 	}
@@ -269,29 +284,19 @@ feed:
 		fmt.Printf("campaign stopped early: %v\n", cause)
 	}
 	fmt.Printf("%-9s %7s %12s %6s %22s %22s\n", "subject", "rounds", "split brains", "stuck", "time to healthy p50/p99", "rejoin p50/p99")
+	sum.Subjects = summarize(cfg.subjects, results)
 	var bad bool
-	for _, s := range cfg.subjects {
-		rs := results[s]
-		var split, stuck int
-		var healthy, rejoin []time.Duration
-		for _, o := range rs {
-			switch {
-			case o.Split:
-				split++
-			case o.Stuck:
-				stuck++
-			}
-			if o.Healthy > 0 {
-				healthy = append(healthy, o.Healthy)
-			}
-			if o.Rejoin > 0 {
-				rejoin = append(rejoin, o.Rejoin)
-			}
-		}
-		fmt.Printf("%-9s %7d %12d %6d %22s %22s\n", s, len(rs), split, stuck, pair(healthy), pair(rejoin))
-		if s == apps.Flock && split+stuck > 0 {
+	for _, s := range sum.Subjects {
+		fmt.Printf("%-9s %7d %12d %6d %22s %22s\n", s.Subject, s.Rounds, s.Split, s.Stuck, pair(s.HealthyP50, s.HealthyP99), pair(s.RejoinP50, s.RejoinP99))
+		if s.Subject == apps.Flock && s.Split+s.Stuck > 0 {
 			bad = true
 		}
+	}
+	if cfg.results != "" {
+		if err := writeSummary(cfg.results, sum); err != nil {
+			return err
+		}
+		fmt.Printf("summary written to %s\n", cfg.results)
 	}
 	if rows := headToHead(results[apps.Flock], results[apps.Upstream]); len(rows) > 0 {
 		fmt.Printf("\n%-13s %7s %11s %32s\n", "policy", "rounds", "flock first", "upstream - flock min/median/max")
@@ -321,13 +326,6 @@ func verdict(o apps.Outcome) string {
 		s += fmt.Sprintf(", rejoined %s after the wipe", o.Rejoin.Round(100*time.Millisecond))
 	}
 	return s
-}
-
-func pair(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%s / %s", benchkit.Percentile(ds, 50).Round(100*time.Millisecond), benchkit.Percentile(ds, 99).Round(100*time.Millisecond))
 }
 
 // cacheDNS restarts CoreDNS with "cache 30" and TTL 30 and returns the

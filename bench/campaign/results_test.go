@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flockd/flock/localcluster/apps"
+)
+
+func TestSummarize(t *testing.T) {
+	s := time.Second
+	results := map[string][]apps.Outcome{
+		apps.Flock: {
+			{Healthy: 40 * s},
+			{Healthy: 60 * s, Rejoin: 20 * s},
+			{Split: true, Healthy: 50 * s},
+			{Stuck: true},
+		},
+	}
+	got := summarize([]string{apps.Flock, apps.Upstream}, results)
+	want := []SubjectSummary{
+		{Subject: apps.Flock, Rounds: 4, Split: 1, Stuck: 1, HealthyP50: 50, HealthyP99: 60, RejoinP50: 20, RejoinP99: 20},
+		{Subject: apps.Upstream},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("summarize (-want +got):\n%s", diff)
+	}
+	if p := pair(got[0].HealthyP50, got[0].HealthyP99); p != "50s / 1m0s" {
+		t.Errorf("pair = %q", p)
+	}
+	if p := pair(got[1].HealthyP50, got[1].HealthyP99); p != "-" {
+		t.Errorf("pair without samples = %q, want -", p)
+	}
+}
+
+// TestWriteSummaryReadsBack: what -results writes is what
+// TestResultsFiles reads, field for field.
+func TestWriteSummaryReadsBack(t *testing.T) {
+	want := Summary{Run: "26", App: "etcd", Command: "campaign -rounds=2", Commit: "abc1234", Seed: 7, Aborted: 1,
+		Subjects: []SubjectSummary{{Subject: apps.Flock, Rounds: 2, HealthyP50: 41.5, HealthyP99: 60}},
+		Machine:  &Machine{BusyPercent: 80, Cores: 2, CoreSecondsPerRound: 30.1, RoundsPerHour: 200}}
+	path := filepath.Join(t.TempDir(), "campaign-run-26.json")
+	if err := writeSummary(path, want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, readSummary(t, path)); diff != "" {
+		t.Fatalf("read back (-want +got):\n%s", diff)
+	}
+}
+
+func readSummary(t *testing.T, path string) Summary {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	var s Summary
+	if err := d.Decode(&s); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return s
+}
+
+// TestResultsFiles reads every run kept in bench/results and checks that
+// the figures bench/README.md states are the sums of those runs: the
+// counted flock rounds with no split or stuck one, and the totals of
+// every run not disturbed.
+func TestResultsFiles(t *testing.T) {
+	dir := filepath.Join("..", "results")
+	files, err := filepath.Glob(filepath.Join(dir, "campaign-run-*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no summaries in %s (%v)", dir, err)
+	}
+	var counted, split, stuck int
+	totals := map[string]int{}
+	runs := map[string]bool{}
+	for _, f := range files {
+		s := readSummary(t, f)
+		if s.Run == "" || s.App == "" || s.Command == "" || len(s.Subjects) == 0 {
+			t.Errorf("%s: run, app, command and subjects are required: %+v", f, s)
+		}
+		if runs[s.Run] {
+			t.Errorf("%s: run %s kept twice", f, s.Run)
+		}
+		runs[s.Run] = true
+		if s.Notes != "" {
+			if _, err := os.Stat(filepath.Join(dir, s.Notes)); err != nil {
+				t.Errorf("%s: notes: %v", f, err)
+			}
+		}
+		if s.Counted && s.Disturbed {
+			t.Errorf("%s: a disturbed run cannot count", f)
+		}
+		for _, sub := range s.Subjects {
+			if sub.Subject != apps.Flock && sub.Subject != apps.Upstream {
+				t.Errorf("%s: subject %q", f, sub.Subject)
+			}
+			if sub.Split+sub.Stuck > sub.Rounds || sub.HealthyP50 > sub.HealthyP99 {
+				t.Errorf("%s: %+v is not a possible summary", f, sub)
+			}
+			if !s.Disturbed {
+				totals[sub.Subject] += sub.Rounds
+			}
+			if s.Counted && sub.Subject == apps.Flock {
+				counted += sub.Rounds
+				split += sub.Split
+				stuck += sub.Stuck
+			}
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	figure := statedNumbers(t, text, `\*\*The figure: ([\d,]+) flock rounds of one version of the code .*?, (\d+) split brains, (\d+) stuck\*\*`)
+	if got := []int{counted, split, stuck}; !slices.Equal(got, figure) {
+		t.Errorf("README's figure is %v (rounds, split, stuck); the counted runs sum to %v", figure, got)
+	}
+	if split+stuck != 0 {
+		t.Errorf("a counted run has %d split and %d stuck rounds: the figure counts clean runs only", split, stuck)
+	}
+	all := statedNumbers(t, text, `\*\*([\d,]+) rounds of flock and ([\d,]+) of upstream\*\*`)
+	if got := []int{totals[apps.Flock], totals[apps.Upstream]}; !slices.Equal(got, all) {
+		t.Errorf("README's totals are %v (flock, upstream); the runs not disturbed sum to %v", all, got)
+	}
+}
+
+// statedNumbers returns the numbers pattern's groups match in text.
+func statedNumbers(t *testing.T, text, pattern string) []int {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("bench/README.md does not state %s", pattern)
+	}
+	var out []int
+	for _, g := range m[1:] {
+		n, err := strconv.Atoi(strings.ReplaceAll(g, ",", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
