@@ -65,8 +65,8 @@ func PrintUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: peer-finder status -l SELECTOR [-n NS] [-o table|json] [-port=metrics] [flags]\n\n"+
 		"Lists the pods of a workload and asks each member's peer-finder (-metrics-addr) for its /status\n"+
 		"through the API server's pods/proxy: the peers it delivered last, their generation, the bootstrap\n"+
-		"role and former, the gate holding the next delivery back, and sink warnings. RBAC: get, list pods;\n"+
-		"get pods/proxy. Exit status 0 when every member answered, 1 otherwise, 2 for a bad command line.\n\nFlags:\n")
+		"role and former, the gate holding the next delivery back, and sink warnings. RBAC: list pods,\n"+
+		"get pods/proxy (examples/status/rbac.yaml). Exit status 0 when every member answered, 1 otherwise, 2 for a bad command line.\n\nFlags:\n")
 	fs.PrintDefaults()
 }
 
@@ -237,7 +237,10 @@ func describe(err error, port int32) string {
 	msg := s.Message
 	switch {
 	case apierrors.IsForbidden(err):
-		return msg + " (see examples/rbac/status.yaml)"
+		if !strings.Contains(msg, "forbidden") { // the API server's JSON Status, not always decoded
+			msg = "forbidden: " + strings.TrimSpace(msg)
+		}
+		return msg + " (see examples/status/rbac.yaml)"
 	case apierrors.IsNotFound(err) && len(relayed) > 0:
 		msg = fmt.Sprintf("port %d has no /status: a peer-finder older than this command, or -port names another server", port)
 	}

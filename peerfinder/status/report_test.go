@@ -134,7 +134,9 @@ func TestDescribe(t *testing.T) {
 		{"no /status", apierrors.NewGenericServerResponse(404, "get", pods, "db-0:9090", "404 page not found", 0, true),
 			"port 9090 has no /status: a peer-finder older than this command, or -port names another server: 404 page not found"},
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/proxy"}, "db-0:9090", errors.New("no RBAC")),
-			`pods/proxy "db-0:9090" is forbidden: no RBAC (see examples/rbac/status.yaml)`},
+			`pods/proxy "db-0:9090" is forbidden: no RBAC (see examples/status/rbac.yaml)`},
+		{"forbidden, undecoded", apierrors.NewGenericServerResponse(403, "get", pods, "db-0:9090", "", 0, true),
+			"forbidden: (get pods db-0:9090) (see examples/status/rbac.yaml)"},
 		{"other", fmt.Errorf("get: %w", io.ErrUnexpectedEOF), "wrapped: get: unexpected EOF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
