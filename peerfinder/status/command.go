@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,16 +170,15 @@ func client(o options, getenv func(string) string) (*kube.Client, string, error)
 // Collect lists the pods of ns matching selector and asks each running
 // one's peer-finder for its Document at port through pods/proxy, at most
 // 8 at once and each within timeout. A member that does not answer is a
-// row with the reason; only a failed list is an error.
+// row with the reason; only a failed list is an error. Members come in
+// ordinal order, pods without an ordinal last.
 func Collect(ctx context.Context, c *kube.Client, ns, selector, port string, timeout time.Duration) (Report, error) {
 	pods, err := c.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return Report{}, fmt.Errorf("list pods %s in %s: %w", selector, ns, err)
 	}
 	items := pods.Items
-	slices.SortFunc(items, func(a, b corev1.Pod) int {
-		return cmp.Or(cmp.Compare(ordinal.FromName(a.Name), ordinal.FromName(b.Name)), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(items, func(a, b corev1.Pod) int { return memberOrder(a.Name, b.Name) })
 	r := Report{Version: ReportVersion, Namespace: ns, Selector: selector, Members: make([]Member, len(items))}
 	proxy := c.PodProxy(ns)
 	var wg sync.WaitGroup
@@ -202,6 +202,18 @@ func Collect(ctx context.Context, c *kube.Client, ns, selector, port string, tim
 	}
 	wg.Wait()
 	return r, nil
+}
+
+// memberOrder orders pods by ordinal (web-2 before web-10), those without
+// one last, then by name.
+func memberOrder(a, b string) int {
+	rank := func(name string) int {
+		if n := ordinal.FromName(name); n >= 0 {
+			return n
+		}
+		return math.MaxInt
+	}
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
 }
 
 // ask fetches and decodes pod's Document, or says why it cannot.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,14 @@ func TestWriteJSONGolden(t *testing.T) {
 	var again bytes.Buffer
 	if err := WriteJSON(&again, back); err != nil || again.String() != b.String() {
 		t.Errorf("the JSON does not read back as the same report (%v):\n%s", err, again.String())
+	}
+}
+
+func TestMemberOrder(t *testing.T) {
+	names := []string{"db-stray", "web-10", "web-2", "db-0"}
+	slices.SortFunc(names, memberOrder)
+	if want := []string{"db-0", "web-2", "web-10", "db-stray"}; !slices.Equal(names, want) {
+		t.Errorf("sorted %v, want %v", names, want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,21 +36,24 @@ func statusImage() string {
 
 // TestStatusCommand runs `peer-finder status` (its Go entry point, as the
 // binary's main calls it) against a StatefulSet of three members whose
-// peer-finder sidecar waits for all three (-expect=3) and records the
-// formation in a cluster Lease, as a ServiceAccount allowed exactly
-// examples/status/rbac.yaml: every member is a row with the three peers,
-// generation and role (db-0 forms, db-1 and db-2 join, db-0 the former);
-// a fourth pod of the selector that cannot be scheduled is a row with its
-// reason and the exit status says not every member answered; and without
-// either permission of the file the command does not get its answers.
+// peer-finder sidecar waits for spec.replicas members (-expect=auto) and
+// records the formation in a cluster Lease, as a ServiceAccount allowed
+// exactly examples/status/rbac.yaml: every member is a row with the three
+// peers, generation and role (db-0 forms, db-1 and db-2 join, db-0 the
+// former); a pod of the selector that cannot be scheduled is a row with its
+// reason and the exit status says not every member answered; scaled to
+// four while a ResourceQuota keeps db-3 from being created, each member
+// says the size gate holds its next delivery (3 of 4 peers visible) and
+// still shows the three it delivered; and without either permission of
+// the file the command does not get its answers.
 func TestStatusCommand(t *testing.T) {
 	b := newBed(t)
 	b.service("db")
-	b.rbac("endpointslice.yaml", "cluster-lease.yaml", "events.yaml")
+	b.rbac("endpointslice.yaml", "expect-auto.yaml", "cluster-lease.yaml", "events.yaml")
 	b.dumpOnFailure("app=db")
 	sidecar := corev1.Container{
 		Name: "peer-finder", Image: statusImage(),
-		Args: []string{"-service=db", "-source=endpointslice", "-include-not-ready", "-expect=3",
+		Args: []string{"-service=db", "-source=endpointslice", "-include-not-ready", "-expect=auto",
 			"-cluster-lease=db-cluster", "-on-change=/scripts/on-change.sh", "-metrics-addr=:9090"},
 		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9090}},
 	}
@@ -106,6 +110,45 @@ func TestStatusCommand(t *testing.T) {
 	code, table, _ = runStatus(t, args...)
 	if row := lineOf(table, "db-stray "); code != pfstatus.ExitNotAnswered || !strings.Contains(row, "pod is pending, not Running") || !strings.Contains(table, "db-2 ") {
 		t.Errorf("with an unschedulable member: exit %d, want %d and its row saying why:\n%s", code, pfstatus.ExitNotAnswered, table)
+	}
+
+	// The size gate holds the next delivery: a fourth member is expected
+	// and cannot be created.
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "four-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("4")}},
+	}
+	if _, err := b.Client.CoreV1().ResourceQuotas(b.ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitFor(t, "the quota to count 4 pods", time.Minute, func(ctx context.Context) (bool, error) {
+		q, err := b.Client.CoreV1().ResourceQuotas(b.ns).Get(ctx, quota.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		used := q.Status.Used[corev1.ResourcePods]
+		return used.Value() == 4, nil
+	})
+	b.scale("db", 4)
+	b.WaitFor(t, "every member held by the size gate", time.Minute, func(context.Context) (bool, error) {
+		_, out, _ = runStatus(t, append(args, "-o", "json")...)
+		r = pfstatus.Report{}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			return false, err
+		}
+		held := 0
+		for _, m := range r.Members {
+			if d := m.Status; d != nil && d.HeldBy != nil && d.HeldBy.Gate == "too-few-peers" && strings.Contains(d.HeldBy.Detail, "3 of 4") &&
+				d.Delivered != nil && slices.Equal(d.Delivered.Peers, all) && d.Delivered.Bootstrap == roles[m.Pod] {
+				held++
+			}
+		}
+		return held == 3, nil
+	})
+	_, table, _ = runStatus(t, args...)
+	t.Logf("peer-finder status, scaled to 4:\n%s", table)
+	if row := lineOf(table, "db-1 "); !strings.Contains(row, "too-few-peers: 3 of 4 peers visible") || !strings.Contains(row, "db-0,db-1,db-2") {
+		t.Errorf("db-1's row does not say what holds it:\n%s", table)
 	}
 
 	// Each permission of the file is needed.
