@@ -1,6 +1,7 @@
 package peerfinder
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/sink"
+	"github.com/flockd/flock/peerfinder/status"
 )
 
 // serverLimits bound what the clients of the metrics and health server can
@@ -48,8 +51,9 @@ func serve(addr string, p *pipeline, log *slog.Logger) (*http.Server, error) {
 	return srv, nil
 }
 
-// serveOn serves /metrics, /healthz (alive) and /readyz (200 once the first
-// set was delivered to every sink) on ln within limits.
+// serveOn serves /metrics, /healthz (alive), /readyz (200 once the first
+// set was delivered to every sink) and /status (the JSON document of
+// package status, from the state /readyz reads) on ln within limits.
 func serveOn(ln net.Listener, p *pipeline, limits serverLimits, log *slog.Logger) *http.Server {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "flock_http_refused_connections_total",
@@ -75,13 +79,22 @@ func serveOn(ln net.Listener, p *pipeline, limits serverLimits, log *slog.Logger
 				fmt.Fprintf(w, "sink %s waiting (holds back later sinks: %v): %s\n", s.Name, s.HoldsBack, s.Err)
 			}
 		}
-		for _, s := range p.sinks {
-			if wr, ok := s.Sink.(sink.Warner); ok {
-				for _, warning := range wr.Warnings() {
-					fmt.Fprintf(w, "sink %s warning: %s\n", s.Name, warning)
-				}
-			}
+		for _, sw := range sinkWarnings(p.sinks) {
+			fmt.Fprintf(w, "sink %s warning: %s\n", sw.sink, sw.text)
 		}
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		var warnings []string
+		for _, sw := range sinkWarnings(p.sinks) {
+			warnings = append(warnings, sw.sink+": "+sw.text)
+		}
+		b, err := json.Marshal(status.Build(p.opts.Self, p.engine.Status(), warnings))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(b, '\n'))
 	})
 	srv := &http.Server{
 		Handler:           mux,
@@ -97,6 +110,22 @@ func serveOn(ln net.Listener, p *pipeline, limits serverLimits, log *slog.Logger
 		}
 	}()
 	return srv
+}
+
+// sinkWarning is a standing warning of a sink (sink.Warner).
+type sinkWarning struct{ sink, text string }
+
+// sinkWarnings are the standing warnings of sinks, in delivery order.
+func sinkWarnings(sinks []engine.NamedSink) []sinkWarning {
+	var out []sinkWarning
+	for _, s := range sinks {
+		if wr, ok := s.Sink.(sink.Warner); ok {
+			for _, warning := range wr.Warnings() {
+				out = append(out, sinkWarning{s.Name, warning})
+			}
+		}
+	}
+	return out
 }
 
 // capListener accepts at most max connections open at once. One accepted

@@ -2,12 +2,15 @@ package peerfinder
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/peerfinder/engine"
+	"github.com/flockd/flock/peerfinder/membership"
+	"github.com/flockd/flock/peerfinder/peer"
+	"github.com/flockd/flock/peerfinder/sink"
+	"github.com/flockd/flock/peerfinder/source/static"
+	"github.com/flockd/flock/peerfinder/status"
 )
 
 // openCounter is a listener that counts the connections it accepted that
@@ -149,4 +158,80 @@ func refusedCount(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	t.Fatal("no flock_http_refused_connections_total")
 	return 0
+}
+
+// warnSink applies every set, fails while failing is set, and has a
+// standing warning.
+type warnSink struct{ failing bool }
+
+func (s *warnSink) Apply(context.Context, sink.Delivery) error {
+	if s.failing {
+		return errors.New("disk full")
+	}
+	return nil
+}
+func (s *warnSink) Warnings() []string { return []string{"another writer"} }
+
+// TestStatusServesWhatWasDelivered: /status is the JSON document of what
+// the engine delivered last (set, generation, role, former), its verdict,
+// its sinks and their warnings; while a sink that holds back the others
+// fails, heldBy names it.
+func TestStatusServesWhatWasDelivered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failing bool
+	}{{"delivered", false}, {"sink failing", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			self := "web-0.web.ns.svc.cluster.local"
+			sinks := []engine.NamedSink{{Name: "hosts-file", Sink: &warnSink{failing: tc.failing}}}
+			e := engine.New(engine.Config{
+				Sources:    []engine.NamedSource{{Name: "static", Source: static.Source{Peers: static.Names(self, "web-1.web.ns.svc.cluster.local")}}},
+				Sinks:      sinks,
+				Membership: membership.Options{Self: self},
+				Role: func(context.Context, peer.Set, string) (string, string, error) {
+					return "join", "web-1.web.ns.svc.cluster.local", nil
+				},
+			})
+			ctx, cancel := context.WithCancel(t.Context())
+			errc := make(chan error, 1)
+			go func() { errc <- e.Run(ctx) }()
+			defer func() { cancel(); await.Recv(t, errc, "Run to return") }()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &pipeline{engine: e, registry: prometheus.NewRegistry(), sinks: sinks, opts: membership.Options{Self: self}}
+			srv := serveOn(ln, p, defaultServerLimits, slog.New(slog.DiscardHandler))
+			t.Cleanup(func() { _ = srv.Close() })
+
+			var doc status.Document
+			await.Until(t, func() bool {
+				resp, err := http.Get("http://" + ln.Addr().String() + "/status")
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				doc = status.Document{}
+				return resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == "application/json" &&
+					json.NewDecoder(resp.Body).Decode(&doc) == nil && (doc.Ready || doc.HeldBy != nil)
+			}, "/status to show a delivery or a hold")
+			if doc.Version != status.DocumentVersion || doc.Self != self || doc.Generation != 1 || doc.Verdict.Reason != "publish" ||
+				!slices.Equal(doc.Warnings, []string{"hosts-file: another writer"}) {
+				t.Errorf("document %+v", doc)
+			}
+			if tc.failing {
+				if doc.Ready || doc.Delivered != nil || *doc.HeldBy != (status.Hold{Gate: status.GateSinkFailing, Detail: "hosts-file: disk full"}) ||
+					doc.Sinks[0] != (status.Sink{Name: "hosts-file", State: "failing", HoldsBack: true, Error: "disk full"}) {
+					t.Errorf("document while the sink fails: %+v (delivered %+v, held by %+v)", doc, doc.Delivered, doc.HeldBy)
+				}
+				return
+			}
+			d := doc.Delivered
+			if !doc.Ready || doc.HeldBy != nil || d == nil || d.Generation != 1 || d.At.IsZero() || d.Bootstrap != "join" ||
+				d.Former != "web-1.web.ns.svc.cluster.local" || !slices.Equal(d.Peers, []string{self, "web-1.web.ns.svc.cluster.local"}) ||
+				doc.Sinks[0] != (status.Sink{Name: "hosts-file", State: "ok", HoldsBack: true}) {
+				t.Errorf("document %+v, delivered %+v, held by %+v", doc, d, doc.HeldBy)
+			}
+		})
+	}
 }

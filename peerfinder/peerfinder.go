@@ -25,6 +25,7 @@ import (
 	"github.com/flockd/flock/peerfinder/engine"
 	"github.com/flockd/flock/peerfinder/events"
 	"github.com/flockd/flock/peerfinder/membership"
+	"github.com/flockd/flock/peerfinder/status"
 )
 
 // Exit statuses of peer-finder.
@@ -55,7 +56,14 @@ func OSEnv() config.Env {
 
 // Main runs peer-finder with args (without the program name) and returns the
 // exit status.
+//
+// "status" as the first argument runs `peer-finder status` (package
+// status): peer-finder itself takes no argument before --, so no command
+// line that ran peer-finder means something else now.
 func Main(ctx context.Context, args []string, env config.Env, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "status" {
+		return status.Main(ctx, args[1:], env.Getenv, stdout, stderr)
+	}
 	cfg, err := config.Parse(args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		config.PrintUsage(stdout)

@@ -108,6 +108,9 @@ type Client struct {
 	// Jobs lists batch/v1 Jobs as SlimJobs (-hosts-expect=auto).
 	Jobs          func(namespace string) JobLister
 	AccessReviews func() Creator[*authorizationv1.SelfSubjectAccessReview]
+	// PodProxy reaches pods' HTTP servers through pods/proxy (peer-finder
+	// status).
+	PodProxy func(namespace string) PodProxy
 	// WatchListUnsupported is true for a client that cannot stream lists
 	// (client-go's fake clientset): informers then list and watch.
 	WatchListUnsupported bool
@@ -256,5 +259,6 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 			// Cluster-scoped and never listed (metav1.List stands for its list type).
 			return newTyped[authorizationv1.SelfSubjectAccessReview, metav1.List](authz, "selfsubjectaccessreviews", "")
 		},
+		PodProxy: func(ns string) PodProxy { return NewPodProxy(core, ns) },
 	}, nil
 }

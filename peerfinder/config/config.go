@@ -125,7 +125,8 @@ func (c *Config) InitMode() bool {
 // PrintUsage writes the usage text, generated from the flag definitions.
 func PrintUsage(w io.Writer) {
 	fs := NewFlagSet(&Config{}, w)
-	fmt.Fprintf(w, "Usage: peer-finder [-service=NAME] [-ns=NS] [-on-start=CMD] [-on-change=CMD] [-hosts-file=PATH] [-json-file=PATH] [flags] [-- CMD [ARG...]]\n\n"+
+	fmt.Fprintf(w, "Usage: peer-finder [-service=NAME] [-ns=NS] [-on-start=CMD] [-on-change=CMD] [-hosts-file=PATH] [-json-file=PATH] [flags] [-- CMD [ARG...]]\n"+
+		"       peer-finder status -l SELECTOR [-n NS] [-o table|json]   (each member's peers, role and what holds it back; peer-finder status -help)\n\n"+
 		"-service is required unless -source=pods is the only source; at least one output is: -on-start, -on-change, -hosts-file, -json-file or -- CMD.\n\nFlags:\n")
 	fs.PrintDefaults()
 }

@@ -76,10 +76,14 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		}
 		if held(t, need) {
 			if !holding {
+				e.setHeld(true)
 				log.Info("delivery held: the expected size outgrew the set", "generation", t.gen, "peers", t.set.Len(), "need", need)
 			}
 			holding = true
 			continue // record triggers again when a set passes or need shrinks
+		}
+		if holding {
+			e.setHeld(false)
 		}
 		holding = false
 		if applied(states, t.gen) {
@@ -93,6 +97,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 			} else {
 				err = fmt.Errorf("bootstrap role: %w", err)
 			}
+			e.roleResult(err)
 		}
 		if err == nil {
 			err = e.applyRound(ctx, states, t, role, former)
@@ -121,7 +126,7 @@ func (e *Engine) deliver(ctx context.Context, trigger <-chan struct{}, done chan
 		}
 		failures = 0
 		retryTimer.Stop()
-		if e.delivered(t, role) && e.cfg.Once {
+		if e.delivered(t, role, former) && e.cfg.Once {
 			close(done)
 			return
 		}
@@ -178,14 +183,33 @@ func (e *Engine) applyRound(ctx context.Context, states []sinkState, t target, r
 	return errors.Join(errs...)
 }
 
-// delivered records that every sink applied t and reports whether it was
-// the first delivery.
-func (e *Engine) delivered(t target, role string) bool {
+// setHeld records in Status whether a published set is held back.
+func (e *Engine) setHeld(held bool) {
+	e.mu.Lock()
+	e.status.Held = held
+	e.mu.Unlock()
+}
+
+// roleResult records in Status the outcome of computing the bootstrap role
+// (nil: a role was computed).
+func (e *Engine) roleResult(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.RoleErr, e.status.RolePending = "", false
+	if err != nil {
+		e.status.RoleErr, e.status.RolePending = err.Error(), sink.IsPending(err)
+	}
+}
+
+// delivered records that every sink applied t with role and former and
+// reports whether it was the first delivery.
+func (e *Engine) delivered(t target, role, former string) bool {
 	first := false
 	e.mu.Lock()
 	if !e.status.Delivered {
 		e.status.Delivered, first = true, true
 	}
+	e.status.Last = Delivery{Set: t.set, Generation: t.gen, Role: role, Former: former, At: e.cfg.Now()}
 	e.mu.Unlock()
 	e.cfg.Logger.Info("peers delivered", "generation", t.gen, "peers", t.set.Len(), "role", role)
 	if first {

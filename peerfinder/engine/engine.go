@@ -110,6 +110,27 @@ type Status struct {
 	ExpectPending bool
 	// Sinks are the sinks' states, in delivery order.
 	Sinks []SinkStatus
+	// Last is the set every sink applied last, with its role (Generation
+	// 0: none yet).
+	Last Delivery
+	// Held is true while a published set is held back because the
+	// expected size outgrew it (membership.Outgrown).
+	Held bool
+	// RoleErr is why the bootstrap role (Config.Role) of the newest set is
+	// not known, RolePending true when that is a pending result (not a
+	// failure); both clear once a role is computed.
+	RoleErr     string
+	RolePending bool
+}
+
+// Delivery is a set that every sink applied, with the bootstrap role and
+// former they were given.
+type Delivery struct {
+	Set          peer.Set
+	Generation   uint64
+	Role, Former string
+	// At is when the last sink applied it.
+	At time.Time
 }
 
 // SinkStatus is one sink's state.

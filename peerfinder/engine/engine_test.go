@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestOnceDeliversFirstSetAndReturns(t *testing.T) {
 }
 
 // TestRoleAndFormerReachSinks: the role function's role and former are in
-// every sink's delivery.
+// every sink's delivery, and in Status.Last with the set delivered.
 func TestRoleAndFormerReachSinks(t *testing.T) {
 	rec := &recorder{}
 	e := New(Config{
@@ -117,6 +118,52 @@ func TestRoleAndFormerReachSinks(t *testing.T) {
 	}
 	if len(rec.got) != 1 || rec.got[0].Bootstrap != "join" || rec.got[0].Former != "web-1.web.ns.svc.cluster.local" {
 		t.Fatalf("deliveries = %+v, want one with role join and former web-1", rec.got)
+	}
+	last := e.Status().Last
+	if last.Generation != 1 || !last.Set.Equal(rec.got[0].Set) || last.Role != "join" || last.Former != "web-1.web.ns.svc.cluster.local" || last.At.IsZero() {
+		t.Errorf("Status().Last = %+v, want generation 1 with the delivered set, join, former web-1 and a time", last)
+	}
+}
+
+// TestRoleFailureInStatus: while the role function fails, Status says why
+// (pending or not) and nothing was delivered; once it succeeds the error
+// clears and Last has the role.
+func TestRoleFailureInStatus(t *testing.T) {
+	results := make(chan error)
+	e := New(Config{
+		Sources:    []NamedSource{{"static", static.Source{Peers: names("web-1", "web-0")}}},
+		Sinks:      []NamedSink{{"rec", &recorder{}}},
+		Membership: membership.Options{Self: self},
+		RetryMin:   time.Millisecond, RetryMax: time.Millisecond,
+		Role: func(ctx context.Context, _ peer.Set, _ string) (string, string, error) {
+			select {
+			case err := <-results:
+				if err != nil {
+					return "", "", err
+				}
+				return "form", self, nil
+			case <-ctx.Done():
+				return "", "", ctx.Err()
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- e.Run(ctx) }()
+	defer func() { cancel(); await.Recv(t, errc, "Run to return") }()
+
+	await.Send(t, results, sink.Pending(errors.New("ranks awaited: db-1")), "a pending role")
+	waitStatus(t, e, func(s Status) bool {
+		return s.RolePending && strings.Contains(s.RoleErr, "ranks awaited: db-1") && s.Last.Generation == 0
+	})
+	await.Send(t, results, errors.New("lease: forbidden"), "a failing role")
+	waitStatus(t, e, func(s Status) bool {
+		return !s.RolePending && strings.Contains(s.RoleErr, "lease: forbidden") && s.Last.Generation == 0
+	})
+	await.Send(t, results, nil, "a role")
+	st := waitStatus(t, e, func(s Status) bool { return s.Delivered })
+	if st.RoleErr != "" || st.RolePending || st.Last.Role != "form" || st.Last.Former != self {
+		t.Errorf("after delivery: RoleErr %q pending %v, Last %+v; want no error, role form by %s", st.RoleErr, st.RolePending, st.Last, self)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // the retry. Campaign run 20, round 88: the on-change hook failed on 3
 // peers, the StatefulSet was scaled to 5, the retry re-delivered the 3
 // peers, and the hook removed the member etcd-3 had just added.
-func heldRun(t *testing.T) (src chanSource, size chanSize, rec *recorder, setFailing func(bool)) {
+func heldRun(t *testing.T) (e *Engine, src chanSource, size chanSize, rec *recorder, setFailing func(bool)) {
 	src = chanSource{in: make(chan []peer.Peer)}
 	size = chanSize{in: make(chan int), err: make(chan error)}
 	var mu sync.Mutex
@@ -33,7 +33,7 @@ func heldRun(t *testing.T) (src chanSource, size chanSize, rec *recorder, setFai
 		return failing
 	}}
 	var logs syncbuf.Buffer
-	e := New(Config{
+	e = New(Config{
 		Sources:    []NamedSource{{"test", src}},
 		Sinks:      []NamedSink{{"hook", rec}},
 		Membership: membership.Options{Self: self},
@@ -61,16 +61,19 @@ func heldRun(t *testing.T) (src chanSource, size chanSize, rec *recorder, setFai
 	await.Send(t, size.in, 5, "the size 5")
 	waitVerdict(t, e, membership.WaitSize, 5)
 	waitStatus(t, e, func(Status) bool { return strings.Contains(logs.String(), "delivery held") })
+	if !e.Status().Held {
+		t.Fatal("Status().Held = false while the delivery is held")
+	}
 	for len(rec.events) > 0 { // attempts that began before the hold
 		<-rec.events
 	}
-	return src, size, rec, setFailing
+	return e, src, size, rec, setFailing
 }
 
 // A failed set smaller than the expected size that has since grown is not
 // retried: the next delivery is the first set that passes the size gate.
 func TestRetryHeldWhileExpectedSizeExceedsSet(t *testing.T) {
-	src, _, rec, setFailing := heldRun(t)
+	e, src, _, rec, setFailing := heldRun(t)
 	setFailing(false)
 	await.Send(t, src.in, names("web-0", "web-1", "web-2", "web-3", "web-4"), "five peers")
 	if d := await.Recv(t, rec.events, "the delivery of five peers"); d.Set.Len() != 5 || d.Generation != 2 {
@@ -79,11 +82,14 @@ func TestRetryHeldWhileExpectedSizeExceedsSet(t *testing.T) {
 	if got := rec.delivered(); len(got) != 1 || got[0].Set.Len() != 5 {
 		t.Fatalf("deliveries = %v, want one of five peers", got)
 	}
+	if st := waitStatus(t, e, func(s Status) bool { return s.Last.Generation == 2 }); st.Held {
+		t.Error("Status().Held = true after the hold was released")
+	}
 }
 
 // A held retry resumes when the expected size shrinks back to the set's.
 func TestHeldRetryResumesWhenExpectedSizeShrinks(t *testing.T) {
-	_, size, rec, setFailing := heldRun(t)
+	_, _, size, rec, setFailing := heldRun(t)
 	setFailing(false)
 	await.Send(t, size.in, 3, "the size 3 again")
 	if d := await.Recv(t, rec.events, "the retry of three peers"); d.Set.Len() != 3 || d.Generation != 1 {

@@ -53,6 +53,8 @@ func Wrap(c kubernetes.Interface) *kube.Client {
 		AccessReviews: func() kube.Creator[*authorizationv1.SelfSubjectAccessReview] {
 			return c.AuthorizationV1().SelfSubjectAccessReviews()
 		},
+		// A fake clientset has no REST client: its PodProxy must not be used.
+		PodProxy:             func(ns string) kube.PodProxy { return kube.NewPodProxy(c.CoreV1().RESTClient(), ns) },
 		WatchListUnsupported: watchlist.DoesClientNotSupportWatchListSemantics(c),
 	}
 }
