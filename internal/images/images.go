@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -93,21 +94,38 @@ func CheckBinary(name string, data []byte, goarch string) error {
 // and the application (/peer-finder, /usr/local/bin/peer-finder). pkgs must
 // hold PeerFinderPackages for goarch.
 func PeerFinderRoot(goarch string, peerFinder []byte, pkgs map[string]Package) (system, app []imagebuild.File, err error) {
-	triplet, ok := triplets[goarch]
-	if !ok {
-		return nil, nil, fmt.Errorf("peer-finder image: unsupported GOARCH %q", goarch)
-	}
 	if err := CheckBinary("peer-finder", peerFinder, goarch); err != nil {
 		return nil, nil, err
+	}
+	files, err := toolsRoot(goarch, pkgs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("peer-finder image: %w", err)
+	}
+	for _, f := range files {
+		system = append(system, f)
+	}
+	app = []imagebuild.File{
+		imagebuild.Regular("/peer-finder", 0o755, peerFinder),
+		imagebuild.Symlink("/usr/local/bin/peer-finder", "/peer-finder"),
+	}
+	return sortFiles(system), app, nil
+}
+
+// toolsRoot returns bash, busybox, getent with its C library, /etc and /tmp
+// by path: peer-finder's system layer. pkgs must hold PeerFinderPackages.
+func toolsRoot(goarch string, pkgs map[string]Package) (map[string]imagebuild.File, error) {
+	triplet, ok := triplets[goarch]
+	if !ok {
+		return nil, fmt.Errorf("unsupported GOARCH %q", goarch)
 	}
 	take := func(pkg, from, to string) (imagebuild.File, error) {
 		p, ok := pkgs[pkg]
 		if !ok {
-			return imagebuild.File{}, fmt.Errorf("peer-finder image: package %s missing", pkg)
+			return imagebuild.File{}, fmt.Errorf("package %s missing", pkg)
 		}
 		f, ok := p.Files[from]
 		if !ok || !f.Mode.IsRegular() {
-			return imagebuild.File{}, fmt.Errorf("peer-finder image: %s has no file %s", pkg, from)
+			return imagebuild.File{}, fmt.Errorf("%s has no file %s", pkg, from)
 		}
 		f.Path, f.Mode, f.UID, f.GID = to, 0o755, 0, 0
 		return f, nil
@@ -120,7 +138,7 @@ func PeerFinderRoot(goarch string, peerFinder []byte, pkgs map[string]Package) (
 	} {
 		f, err := take(c.pkg, c.from, c.to)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		files[f.Path] = f
 	}
@@ -138,20 +156,13 @@ func PeerFinderRoot(goarch string, peerFinder []byte, pkgs map[string]Package) (
 	}
 	libc, ok := pkgs["libc6"]
 	if !ok {
-		return nil, nil, fmt.Errorf("peer-finder image: package libc6 missing")
+		return nil, errors.New("package libc6 missing")
 	}
 	libDirs := []string{"/lib/" + triplet, "/usr/lib/" + triplet}
 	if _, err := imagebuild.WithLibraries(files, libc.Files, libDirs, "/usr/bin/getent"); err != nil {
-		return nil, nil, fmt.Errorf("peer-finder image: getent: %w", err)
+		return nil, fmt.Errorf("getent: %w", err)
 	}
-	for _, f := range files {
-		system = append(system, f)
-	}
-	app = []imagebuild.File{
-		imagebuild.Regular("/peer-finder", 0o755, peerFinder),
-		imagebuild.Symlink("/usr/local/bin/peer-finder", "/peer-finder"),
-	}
-	return sortFiles(system), app, nil
+	return files, nil
 }
 
 // ControllerRoot returns flock-controller's root filesystem: the system
