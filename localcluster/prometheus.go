@@ -12,9 +12,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/imagebuild"
 )
@@ -248,4 +256,156 @@ func (p *Prometheus) get(ctx context.Context, path string, into any) error {
 		return fmt.Errorf("prometheus %s: %w", path, err)
 	}
 	return nil
+}
+
+// PrometheusConfig turns scrape jobs written for a cluster's Prometheus
+// (config/prometheus/scrape.yaml: kubernetes_sd_configs on pods, the
+// ServiceAccount's token) into a prometheus.yml for one on this machine:
+// Debian's prometheus is built without Kubernetes discovery, so each job
+// reads its targets from <dir>/<job>.json (WriteTargets, in the pod
+// role's __meta_kubernetes_* labels, so the job's own relabelling runs),
+// a credentials_file becomes token, and everything is scraped and
+// evaluated every 2 s with the given rule files.
+func PrometheusConfig(scrape []byte, dir, token string, ruleFiles ...string) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(scrape, &cfg); err != nil {
+		return nil, fmt.Errorf("scrape config: %w", err)
+	}
+	jobs, _ := cfg["scrape_configs"].([]any)
+	for _, j := range jobs {
+		job, ok := j.(map[string]any)
+		if !ok {
+			return nil, errors.New("scrape config: a job is not a mapping")
+		}
+		delete(job, "kubernetes_sd_configs")
+		job["file_sd_configs"] = []any{map[string]any{
+			"files": []any{filepath.Join(dir, fmt.Sprint(job["job_name"])+".json")}, "refresh_interval": "1s",
+		}}
+		if a, ok := job["authorization"].(map[string]any); ok && a["credentials_file"] != nil {
+			a["credentials_file"] = token
+		}
+	}
+	cfg["global"] = map[string]any{"scrape_interval": "2s", "scrape_timeout": "2s", "evaluation_interval": "2s"}
+	cfg["rule_files"] = ruleFiles
+	return yaml.Marshal(cfg)
+}
+
+// PodTargets are the targets Kubernetes' pod discovery gives for pods: one
+// per declared container port, labelled as that discovery labels them
+// (namespace, name, IP, node, controller, container and port names, the
+// pod's labels); pods without an IP are left out.
+func PodTargets(pods []corev1.Pod) []TargetGroup {
+	var out []TargetGroup
+	for _, p := range pods {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			for _, port := range c.Ports {
+				l := map[string]string{
+					"__meta_kubernetes_namespace":                 p.Namespace,
+					"__meta_kubernetes_pod_name":                  p.Name,
+					"__meta_kubernetes_pod_ip":                    p.Status.PodIP,
+					"__meta_kubernetes_pod_node_name":             p.Spec.NodeName,
+					"__meta_kubernetes_pod_container_name":        c.Name,
+					"__meta_kubernetes_pod_container_port_name":   port.Name,
+					"__meta_kubernetes_pod_container_port_number": strconv.Itoa(int(port.ContainerPort)),
+				}
+				if ref := metav1.GetControllerOf(&p); ref != nil {
+					l["__meta_kubernetes_pod_controller_kind"] = ref.Kind
+					l["__meta_kubernetes_pod_controller_name"] = ref.Name
+				}
+				for k, v := range p.Labels {
+					l["__meta_kubernetes_pod_label_"+labelName(k)] = v
+				}
+				addr := net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))
+				out = append(out, TargetGroup{Targets: []string{addr}, Labels: l})
+			}
+		}
+	}
+	return out
+}
+
+// labelName is a Kubernetes label key as a Prometheus label name (every
+// character outside [a-zA-Z0-9_] becomes _), as the discovery does.
+func labelName(k string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, k)
+}
+
+// TargetGroup is one entry of a file_sd file.
+type TargetGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// WriteTargets writes the file_sd file of job in dir (as a whole, by
+// rename: Prometheus re-reads it on change).
+func WriteTargets(dir, job string, groups []TargetGroup) error {
+	if groups == nil {
+		groups = []TargetGroup{}
+	}
+	b, err := json.Marshal(groups)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(dir, job+".json")
+	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+		return fmt.Errorf("targets of %s: %w", job, err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		return fmt.Errorf("targets of %s: %w", job, err)
+	}
+	return nil
+}
+
+// StartFlockPrometheus starts a Prometheus in dir with flock's own
+// configuration from repoRoot: config/prometheus/scrape.yaml (as
+// PrometheusConfig rewrites it, token the controller job's token file) and
+// config/prometheus/alerts.yaml with every for: set to forDuration, so
+// that an alert fires within a test's patience (the shipped durations are
+// 5 to 15 minutes).
+func StartFlockPrometheus(ctx context.Context, cacheRoot, repoRoot, dir, token, forDuration string) (*Prometheus, error) {
+	scrape, err := os.ReadFile(filepath.Join(repoRoot, "config", "prometheus", "scrape.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	rules, err := os.ReadFile(filepath.Join(repoRoot, "config", "prometheus", "alerts.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	rules = regexp.MustCompile(`(?m)^(\s+for:) \S+$`).ReplaceAll(rules, []byte("$1 "+forDuration))
+	rulesFile := filepath.Join(dir, "alerts.yaml")
+	if err := os.WriteFile(rulesFile, rules, 0o644); err != nil {
+		return nil, err
+	}
+	cfg, err := PrometheusConfig(scrape, dir, token, rulesFile)
+	if err != nil {
+		return nil, err
+	}
+	return StartPrometheus(ctx, cacheRoot, dir, cfg)
+}
+
+// Firing returns the value of label of each firing alert called name
+// whose labels include where, sorted.
+func Firing(alerts []Alert, name, label string, where map[string]string) []string {
+	var out []string
+	for _, a := range alerts {
+		if a.Labels["alertname"] != name || a.State != "firing" {
+			continue
+		}
+		match := true
+		for k, v := range where {
+			match = match && a.Labels[k] == v
+		}
+		if match {
+			out = append(out, a.Labels[label])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
