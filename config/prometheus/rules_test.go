@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -116,5 +117,35 @@ func TestPrometheusRuleInStep(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("prometheusrule.yaml differs from what alerts.yaml renders to; run go test ./config/prometheus -update")
+	}
+}
+
+// TestScrapeConfig: promtool check config accepts scrape.yaml's jobs with
+// the rules, as the local cluster's tests run them (file_sd in place of
+// Kubernetes discovery, which Debian's build lacks; a token file).
+func TestScrapeConfig(t *testing.T) {
+	tool := promtool(t)
+	scrape, err := os.ReadFile("scrape.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rules, err := filepath.Abs("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := localcluster.PrometheusConfig(scrape, dir, filepath.Join(dir, "token"), rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(f, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(tool, "check", "config", f).CombinedOutput(); err != nil {
+		t.Errorf("promtool check config: %v\n%s\n%s", err, out, cfg)
 	}
 }
