@@ -43,7 +43,7 @@ FLOCK_CLUSTER := $(BIN)/flock-cluster
 $(FLOCK_CLUSTER): FORCE
 	@$(GO) build -o $@ ./cmd/flock-cluster
 
-cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes (control plane, kubelet, kube-proxy), kwok, CoreDNS, the volume provisioner under ~/.cache/flock; as root, install the real nodes' Debian packages.
+cluster-build: $(FLOCK_CLUSTER) ## Build (or reuse) etcd, Kubernetes (control plane, kubelet, kube-proxy), kwok, CoreDNS, the volume provisioner under ~/.cache/flock, and unpack prometheus and promtool (Debian package) there; as root, install the real nodes' Debian packages.
 	@$(FLOCK_CLUSTER) build
 
 cluster-up: cluster-build images ## Start the local cluster (or reuse it); prints exports: eval "$(make -s cluster-up)".

@@ -124,6 +124,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, f *flockv1.Flock, obs Obse
 	if err := r.updateStatus(ctx, f, st); err != nil {
 		return err
 	}
+	r.Metrics.Record(f.Namespace, f.Name, st)
 	for _, m := range st.Members {
 		if m.Waiting != "" && was[m.Ordinal] != m.Waiting {
 			r.Recorder.Eventf(f, nil, corev1.EventTypeWarning, "MemberWaiting", "Place", "member %s-%d waits: %s", f.Name, m.Ordinal, waitMessage(m.Waiting, m.Node))

@@ -56,6 +56,8 @@ type Reconciler struct {
 	// NodePinned Flock's storage.local.path must be in (or equal); a Flock
 	// outside them is refused (StoragePathNotAllowed).
 	AllowedStoragePaths []string
+	// Metrics, if set, export the members of each status written.
+	Metrics *MemberMetrics
 }
 
 // checkLeader runs r.Leader, if set.
@@ -111,9 +113,13 @@ const refusalRetry = 30 * time.Second
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var f flockv1.Flock
 	if err := r.Client.Get(ctx, req.NamespacedName, &f); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.Forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if f.DeletionTimestamp != nil {
+		r.Metrics.Forget(f.Namespace, f.Name)
 		return ctrl.Result{}, nil
 	}
 	obs, err := r.reconcile(ctx, &f)

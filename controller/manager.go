@@ -174,7 +174,12 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("add readyz: %w", err)
 	}
+	members, err := sharedMemberMetrics()
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
+		Metrics:   members,
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldOwner),

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/flockd/flock/controller"
 	"github.com/flockd/flock/internal/version"
 )
@@ -147,4 +150,50 @@ func (e *env) metricsToken(name string, reader bool) string {
 		e.t.Fatal(err)
 	}
 	return tok.Status.Token
+}
+
+// TestMemberMetrics: one flock_member_ready series per active member, a
+// flock_member_waiting_since_seconds series for each waiting one, and a
+// new status or Forget removes what no longer holds.
+func TestMemberMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := controller.NewMemberMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := metav1.Unix(1700000000, 0)
+	m.Record("ns", "db", flockv1.FlockStatus{Members: []flockv1.MemberStatus{
+		{Ordinal: 0, Node: "n0", Active: true, Ready: true},
+		{Ordinal: 1, Node: "n1", Active: true, Waiting: controller.WaitNodeNotReady, WaitingSince: &since},
+		{Ordinal: 2, Node: "n2", Active: false},
+	}})
+	m.Record("other", "db", flockv1.FlockStatus{Members: []flockv1.MemberStatus{{Ordinal: 0, Active: true}}})
+	want := `
+# HELP flock_member_ready 1 while the Flock member's pod is Ready, else 0 (active members; node empty until placed).
+# TYPE flock_member_ready gauge
+flock_member_ready{flock="db",member="0",namespace="ns",node="n0"} 1
+flock_member_ready{flock="db",member="1",namespace="ns",node="n1"} 0
+flock_member_ready{flock="db",member="0",namespace="other",node=""} 0
+# HELP flock_member_waiting_since_seconds When the Flock member started waiting (status.members[].waitingSince, Unix seconds), by reason (status.members[].waiting); absent while it does not wait.
+# TYPE flock_member_waiting_since_seconds gauge
+flock_member_waiting_since_seconds{flock="db",member="1",namespace="ns",node="n1",reason="NodeNotReady"} 1.7e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+
+	m.Record("ns", "db", flockv1.FlockStatus{Members: []flockv1.MemberStatus{
+		{Ordinal: 0, Node: "n0", Active: true, Ready: true},
+		{Ordinal: 1, Node: "n3", Active: true, Ready: true},
+	}})
+	m.Forget("other", "db")
+	want = `
+# HELP flock_member_ready 1 while the Flock member's pod is Ready, else 0 (active members; node empty until placed).
+# TYPE flock_member_ready gauge
+flock_member_ready{flock="db",member="0",namespace="ns",node="n0"} 1
+flock_member_ready{flock="db",member="1",namespace="ns",node="n3"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
 }

@@ -198,7 +198,8 @@ func Build(ctx context.Context, o BuildOptions) error {
 			return err
 		}
 	}
-	return nil
+	// The alerting rules' tests (promtool) and the tests' Prometheus server.
+	return buildPrometheus(ctx, o)
 }
 
 // upToDate reports whether c's cached binaries match its helper module.

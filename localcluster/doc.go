@@ -31,4 +31,13 @@
 // SharedDir common to all), with one kube-proxy for all of them (see
 // node.go, machine.go). FaultNode stops, kills and starts them; AddRealNode
 // adds one to a running cluster.
+//
+// # Prometheus
+//
+// Build also unpacks prometheus and promtool from Debian's prometheus
+// package into $HOME/.cache/flock/prometheus/bin. The cluster does not run
+// Prometheus; a test starts one on request (StartFlockPrometheus: flock's
+// scrape jobs and alerting rules, targets from file_sd files the test
+// writes with WriteTargets and PodTargets) and reads its API (Alerts,
+// Query, Targets).
 package localcluster
