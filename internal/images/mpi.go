@@ -67,7 +67,7 @@ LogLevel INFO
 var (
 	MpiPackages = []string{
 		"openmpi-bin", "libopenmpi3", "libpmix2", "python3-minimal", "python3.11-minimal",
-		"libpython3.11-minimal", "libpython3.11-stdlib", "python3-mpi4py", "openssh-client", "openssh-server",
+		"libpython3.11-minimal", "libpython3.11-stdlib", "python3-mpi4py", "openssh-client", "openssh-server", "libc-bin",
 		// The shell and the libraries.
 		"busybox-static", "libc6", "libnl-3-200", "libnl-route-3-200", "libgcc-s1", "libstdc++6", "zlib1g", "libevent-core-2.1-7", "libevent-pthreads-2.1-7",
 		"libhwloc15", "libudev1", "libmunge2", "libexpat1", "libssl3", "libffi8", "libbz2-1.0", "liblzma5",
@@ -81,7 +81,7 @@ var (
 
 // mpiContent is how many of MpiPackages the image takes files from (the
 // rest are libraries).
-const mpiContent = 10
+const mpiContent = 11
 
 // mpiPaths says which files of a content package the image keeps: the
 // programs mpirun runs and launches (no compiler wrappers: the image has
@@ -89,7 +89,8 @@ const mpiContent = 10
 // fabrics a pod has not (InfiniBand, Omni-Path, UCX, libfabric) and the
 // Fortran, Java and OpenSHMEM ones, Python's standard library without its
 // tests, GUI, and modules for terminals and databases, mpi4py without its
-// C headers, and ssh, ssh-keygen and sshd.
+// C headers, ssh, ssh-keygen and sshd, and glibc's getent (names as the
+// programs resolve them; busybox has none).
 func mpiPaths(pkg, p string) bool {
 	base := path.Base(p)
 	switch pkg {
@@ -128,6 +129,8 @@ func mpiPaths(pkg, p string) bool {
 		return p == "/usr/bin/ssh" || p == "/usr/bin/ssh-keygen"
 	case "openssh-server":
 		return p == "/usr/sbin/sshd"
+	case "libc-bin":
+		return p == "/usr/bin/getent"
 	}
 	return false
 }
@@ -135,7 +138,7 @@ func mpiPaths(pkg, p string) bool {
 // MpiRoot returns the MPI image's root filesystem for goarch in two
 // layers: the system (busybox, /etc with the ssh configurations, the
 // libraries) and the application (Open MPI, Python and mpi4py, OpenSSH,
-// picked by mpiPaths, with mpirun and mpiexec on the PATH as Debian's
+// getent, picked by mpiPaths, with mpirun and mpiexec on the PATH as Debian's
 // alternatives make them). pkgs must hold MpiPackages for goarch, common
 // MpiCommonPackages; a library a program or plugin needs that none of
 // them has is an error.
