@@ -170,6 +170,25 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 	return out, nil
 }
 
+// unpackApp unpacks an application image's packages: arch of o.Arch,
+// indep architecture-independent ("all"); all holds both, for the image's
+// package label.
+func unpackApp(ctx context.Context, o AppOptions, arch, indep []string) (pkgs, common, all map[string]Package, err error) {
+	if pkgs, err = unpack(ctx, o.DebCache, o.Arch, arch); err != nil {
+		return nil, nil, nil, err
+	}
+	if common, err = unpack(ctx, o.DebCache, "all", indep); err != nil {
+		return nil, nil, nil, err
+	}
+	all = map[string]Package{}
+	for _, m := range []map[string]Package{pkgs, common} {
+		for k, p := range m {
+			all[k] = p
+		}
+	}
+	return pkgs, common, all, nil
+}
+
 // writeApp writes one application image of the machine's architecture as
 // an OCI archive named by ArchiveName in o.OutDir, named like flock's own
 // images: the tag and its aliases (make images: the version and dev; the

@@ -215,23 +215,13 @@ func MpiRoot(goarch string, pkgs, common map[string]Package) (system, app []imag
 
 // buildMpi builds the MPI image for o.Arch.
 func buildMpi(ctx context.Context, o AppOptions) (Archive, error) {
-	pkgs, err := unpack(ctx, o.DebCache, o.Arch, MpiPackages)
-	if err != nil {
-		return Archive{}, err
-	}
-	common, err := unpack(ctx, o.DebCache, "all", MpiCommonPackages)
+	pkgs, common, all, err := unpackApp(ctx, o, MpiPackages, MpiCommonPackages)
 	if err != nil {
 		return Archive{}, err
 	}
 	system, app, err := MpiRoot(o.Arch, pkgs, common)
 	if err != nil {
 		return Archive{}, err
-	}
-	all := map[string]Package{}
-	for _, m := range []map[string]Package{pkgs, common} {
-		for k, p := range m {
-			all[k] = p
-		}
 	}
 	return writeApp(o, MpiApp, imagebuild.Config{
 		Entrypoint: []string{"/bin/sh"},
