@@ -217,22 +217,18 @@ func TestExampleMPIWorkerRetried(t *testing.T) {
 
 	// The first worker-1 with an IP.
 	const worker1Selector = "role=worker,batch.kubernetes.io/job-completion-index=1"
-	worker1 := func(ctx context.Context, not string) (*corev1.Pod, error) {
+	var first, second *corev1.Pod
+	b.WaitFor(t, "worker-1's first pod with an IP", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: worker1Selector})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Status.PodIP != "" && string(p.UID) != not {
-				return p, nil
+			if p := &pods.Items[i]; p.Status.PodIP != "" {
+				first = p
 			}
 		}
-		return nil, nil
-	}
-	var first, second *corev1.Pod
-	b.WaitFor(t, "worker-1's first pod with an IP", 3*time.Minute, func(ctx context.Context) (ok bool, err error) {
-		first, err = worker1(ctx, "")
-		return first != nil, err
+		return first != nil, nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
