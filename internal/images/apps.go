@@ -110,7 +110,7 @@ func AppRoot(goarch string, bins map[string][]byte, pkgs map[string]Package) (sy
 }
 
 // BuildApps writes the application images (EtcdApp, UpstreamApp,
-// RedisApp, ZookeeperApp, SharedHostsApp) as OCI archives named by ArchiveName in o.OutDir.
+// RedisApp, ZookeeperApp, SharedHostsApp, MpiApp) as OCI archives named by ArchiveName in o.OutDir.
 func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 	if o.Repo == "" || o.Tag == "" || o.Arch == "" || o.OutDir == "" || o.DebCache == "" {
 		return nil, errors.New("apps images: Repo, Tag, Arch, OutDir and DebCache are required")
@@ -160,7 +160,7 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 		out = append(out, arc)
 	}
 	// The images made of Debian packages only.
-	for _, build := range []func(context.Context, AppOptions) (Archive, error){buildRedis, buildZookeeper, buildSharedHosts} {
+	for _, build := range []func(context.Context, AppOptions) (Archive, error){buildRedis, buildZookeeper, buildSharedHosts, buildMpi} {
 		arc, err := build(ctx, o)
 		if err != nil {
 			return nil, err
@@ -168,6 +168,25 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 		out = append(out, arc)
 	}
 	return out, nil
+}
+
+// unpackApp unpacks an application image's packages: arch of o.Arch,
+// indep architecture-independent ("all"); all holds both, for the image's
+// package label.
+func unpackApp(ctx context.Context, o AppOptions, arch, indep []string) (pkgs, common, all map[string]Package, err error) {
+	if pkgs, err = unpack(ctx, o.DebCache, o.Arch, arch); err != nil {
+		return nil, nil, nil, err
+	}
+	if common, err = unpack(ctx, o.DebCache, "all", indep); err != nil {
+		return nil, nil, nil, err
+	}
+	all = map[string]Package{}
+	for _, m := range []map[string]Package{pkgs, common} {
+		for k, p := range m {
+			all[k] = p
+		}
+	}
+	return pkgs, common, all, nil
 }
 
 // writeApp writes one application image of the machine's architecture as

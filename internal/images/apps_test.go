@@ -19,6 +19,7 @@ func TestBuildApps(t *testing.T) {
 	fakeDebs(t, cache)
 	fakeRedisDebs(t, cache)
 	fakeZookeeperDebs(t, cache)
+	fakeMpiDebs(t, cache)
 	bin := t.TempDir()
 	dynamic, err := os.ReadFile("/usr/bin/getent")
 	if err != nil {
@@ -44,6 +45,7 @@ func TestBuildApps(t *testing.T) {
 		"ghcr.io/flockd/apps/zookeeper:dev":            {"/usr/bin/zkServer.sh", "/usr/share/java/zookeeper.jar", jreHome + "/bin/java", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/redis:dev":                {"/usr/bin/redis-server", "/usr/bin/redis-cli", "/lib/x86_64-linux-gnu/libc.so.6", "/data"},
 		"ghcr.io/flockd/apps/shared-hosts:dev":         {"/usr/bin/getent", "/etc/hosts", "/lib/x86_64-linux-gnu/libc.so.6"},
+		"ghcr.io/flockd/apps/mpi:dev":                  {"/usr/bin/mpirun", "/usr/bin/python3", "/usr/sbin/sshd", "/lib/x86_64-linux-gnu/libc.so.6"},
 	}
 	if len(archives) != len(want) {
 		t.Fatalf("archives %v, want %d", archives, len(want))

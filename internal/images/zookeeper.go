@@ -195,23 +195,13 @@ func ZookeeperRoot(goarch string, pkgs, java map[string]Package) (system, app []
 
 // buildZookeeper builds the ZooKeeper image for o.Arch.
 func buildZookeeper(ctx context.Context, o AppOptions) (Archive, error) {
-	pkgs, err := unpack(ctx, o.DebCache, o.Arch, ZookeeperPackages)
-	if err != nil {
-		return Archive{}, err
-	}
-	java, err := unpack(ctx, o.DebCache, "all", ZookeeperJavaPackages)
+	pkgs, java, all, err := unpackApp(ctx, o, ZookeeperPackages, ZookeeperJavaPackages)
 	if err != nil {
 		return Archive{}, err
 	}
 	system, app, err := ZookeeperRoot(o.Arch, pkgs, java)
 	if err != nil {
 		return Archive{}, err
-	}
-	all := map[string]Package{}
-	for _, m := range []map[string]Package{pkgs, java} {
-		for k, p := range m {
-			all[k] = p
-		}
 	}
 	return writeApp(o, ZookeeperApp, imagebuild.Config{
 		Entrypoint: []string{"/usr/bin/zkServer.sh", "start-foreground"},
