@@ -95,17 +95,22 @@ images: cluster-build ## Build the peer-finder, flock-controller and pause image
 DIST ?= $(CURDIR)/dist
 RELEASE_BINARIES := peer-finder flock-controller
 
-release: ## Build release $(VERSION) into dist/: binaries for linux/amd64 and linux/arm64, the image archives, SHA256SUMS; then check them.
+# The Helm chart's version is VERSION without its v (Helm wants SemVer).
+CHART_VERSION := $(VERSION:v%=%)
+CHART_PACKAGE := flock-controller-$(CHART_VERSION).tgz
+
+release: helm ## Build release $(VERSION) into dist/: binaries for linux/amd64 and linux/arm64, the image archives, the Helm chart, SHA256SUMS; then check them.
 	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@$(MAKE) --no-print-directory images IMAGE_OUT=$(DIST) IMAGE_ALIASES= IMAGE_APPS=
 	@for arch in $(IMAGE_ARCHES); do for b in $(RELEASE_BINARIES); do \
 		cp $(BIN)/$$arch/$$b $(DIST)/$$b-$(VERSION)-linux-$$arch || exit 1; \
 	done; done
 	@for f in $(DIST)/*.tar; do n=$$(basename $$f .tar); mv $$f $(DIST)/$$n-$(VERSION)-image.oci.tar; done
+	@$(HELM) package charts/flock-controller --version $(CHART_VERSION) --app-version $(VERSION) --destination $(DIST) >/dev/null
 	@cd $(DIST) && sha256sum -- $$(ls | grep -v '^SHA256SUMS$$') > SHA256SUMS
 	@$(MAKE) --no-print-directory release-check
 
-release-check: ## Check dist/: every file listed in SHA256SUMS and matching, each binary of this machine's arch prints $(VERSION) and $(COMMIT).
+release-check: ## Check dist/: every file listed in SHA256SUMS and matching, each binary of this machine's arch prints $(VERSION) and $(COMMIT), the chart is $(VERSION)'s.
 	@cd $(DIST) && test "$$(ls | grep -v '^SHA256SUMS$$' | sort)" = "$$(awk '{print $$2}' SHA256SUMS | sort)" \
 		|| { echo "SHA256SUMS does not list exactly the files of $(DIST)"; exit 1; }
 	@cd $(DIST) && sha256sum --quiet -c SHA256SUMS
@@ -114,6 +119,10 @@ release-check: ## Check dist/: every file listed in SHA256SUMS and matching, eac
 		case "$$out" in "$$b $(VERSION) commit=$(COMMIT) go="*) echo "$$out";; \
 		*) echo "$$b -version: $$out; want $(VERSION) commit=$(COMMIT)"; exit 1;; esac; \
 	done
+	@chart=$$(tar -xOzf $(DIST)/$(CHART_PACKAGE) flock-controller/Chart.yaml) || exit 1; \
+	for want in "version: $(CHART_VERSION)" "appVersion: $(VERSION)"; do \
+		grep -qx "$$want" <<<"$$chart" || { echo "$(CHART_PACKAGE): Chart.yaml has no '$$want'"; exit 1; }; \
+	done; echo "$(CHART_PACKAGE): chart $(CHART_VERSION), app $(VERSION)"
 	@echo "release $(VERSION): $$(wc -l < $(DIST)/SHA256SUMS) files in $(DIST), checksums ok"
 
 # Each fuzz target as package:Target; `make test` runs their seed corpora
