@@ -116,9 +116,10 @@ func TestChartCRDIsGenerated(t *testing.T) {
 	}
 }
 
-// TestLint: helm lint --strict passes for both scopes, and the values
-// schema refuses what it should (a flag that is not one, an unknown scope,
-// an unknown value).
+// TestLint: helm lint --strict passes for both scopes, and the chart
+// refuses what it should: through the values schema a flag that is not one,
+// an unknown scope, an unknown value, an empty repository; and helm
+// template two replicas without leader election.
 func TestLint(t *testing.T) {
 	for _, scope := range []string{"cluster", "namespace"} {
 		mustHelm(t, "lint", "--strict", chart, "--set", "scope="+scope, "--set", "podDisruptionBudget.enabled=true")
@@ -128,6 +129,11 @@ func TestLint(t *testing.T) {
 			t.Errorf("helm lint --set %s passed; want the values schema to refuse it\n%s", bad, out)
 		}
 	}
+	// helm lint only logs a template's fail; helm template (and install) stop.
+	if out, err := helm(t, "template", chart, "--set", "leaderElection=false"); err == nil || !strings.Contains(err.Error(), "need leaderElection: true") {
+		t.Errorf("helm template --set leaderElection=false with 2 replicas: %v; want the chart to refuse it\n%s", err, out)
+	}
+	mustHelm(t, "template", chart, "--set", "leaderElection=false", "--set", "replicas=1")
 }
 
 // TestTemplate: helm template's output for the default values and for the
