@@ -16,7 +16,7 @@ import (
 // the registry, and its tag if any.
 var imageRef = regexp.MustCompile(`(?:ghcr\.io/)?flockd/(peer-finder|flock-controller|pause)(:[^\s"'\x60)\]]*)?`)
 
-// TestOneImageName: README.md, CHANGELOG.md, examples/ and config/ name
+// TestOneImageName: README.md, CHANGELOG.md, examples/, config/ and charts/ name
 // flock's images one way only, ghcr.io/flockd/<image>:<version> with the
 // version of VERSION (or untagged, where kustomize sets the tag), and
 // kustomize's config/default gives the controller's versioned image.
@@ -31,7 +31,7 @@ func TestOneImageName(t *testing.T) {
 		t.Fatalf("VERSION %q is not vMAJOR.MINOR.PATCH", version)
 	}
 	files := []string{filepath.Join(root, "README.md"), filepath.Join(root, "CHANGELOG.md")}
-	for _, dir := range []string{"examples", "config"} {
+	for _, dir := range []string{"examples", "config", "charts"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				files = append(files, p)

@@ -2,9 +2,7 @@ package realnode
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -12,9 +10,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/localcluster/clustertest"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,48 +152,13 @@ func TestControllerAsShipped(t *testing.T) {
 
 	// HTTPS metrics: a ServiceAccount bound to flock-metrics-reader (as
 	// config/rbac/metrics_reader_role.yaml says) gets them, no token does not.
-	if _, err := b.Client.CoreV1().ServiceAccounts(b.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "flock-metrics-" + b.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flock-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: b.ns}},
-	}
-	if _, err := b.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = b.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
-	})
-	tr, err := b.Client.CoreV1().ServiceAccounts(b.ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scrape := func(ctx context.Context, ip, token string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(ip, "8443")+"/metrics", nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		// The controller's certificate is self-signed (no cert-manager in
-		// config/default); what is checked here is the token.
-		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
-	}
+	token := b.MetricsToken(t, b.ns, "flock-metrics-reader")
+	metricsAddr := net.JoinHostPort(leader.Status.PodIP, "8443")
 	b.WaitFor(t, "the leader's metrics over HTTPS with the scraper's token", time.Minute, func(ctx context.Context) (bool, error) {
-		code, body, err := scrape(ctx, leader.Status.PodIP, tr.Status.Token)
+		code, body, err := clustertest.GetMetrics(ctx, metricsAddr, token)
 		return err == nil && code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total"), nil
 	})
-	if code, _, err := scrape(ctx, leader.Status.PodIP, ""); err != nil || code != http.StatusUnauthorized && code != http.StatusForbidden {
+	if code, _, err := clustertest.GetMetrics(ctx, metricsAddr, ""); err != nil || code != http.StatusUnauthorized && code != http.StatusForbidden {
 		t.Errorf("metrics without a token: %d, %v; want 401 or 403", code, err)
 	}
 
