@@ -19,6 +19,7 @@ func TestBuildApps(t *testing.T) {
 	fakeDebs(t, cache)
 	fakeRedisDebs(t, cache)
 	fakeZookeeperDebs(t, cache)
+	fakeGaleraDebs(t, cache)
 	bin := t.TempDir()
 	dynamic, err := os.ReadFile("/usr/bin/getent")
 	if err != nil {
@@ -43,6 +44,7 @@ func TestBuildApps(t *testing.T) {
 		"ghcr.io/flockd/apps/upstream-peer-finder:dev": {"/peer-finder"},
 		"ghcr.io/flockd/apps/zookeeper:dev":            {"/usr/bin/zkServer.sh", "/usr/share/java/zookeeper.jar", jreHome + "/bin/java", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/redis:dev":                {"/usr/bin/redis-server", "/usr/bin/redis-cli", "/lib/x86_64-linux-gnu/libc.so.6", "/data"},
+		"ghcr.io/flockd/apps/galera:dev":               {"/usr/sbin/mariadbd", "/usr/bin/mariadb", "/usr/bin/wsrep_sst_rsync", "/usr/lib/libgalera_smm.so", "/var/lib/mysql"},
 	}
 	if len(archives) != len(want) {
 		t.Fatalf("archives %v, want %d", archives, len(want))
