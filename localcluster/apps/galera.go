@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// GaleraContainer is the container the mariadb client runs in.
+// GaleraContainer is the container the mariadb client runs in, in
+// examples/apps/galera.
 const GaleraContainer = "mariadb"
 
 // galeraStatus asks for the wsrep status variables a view needs, one
@@ -62,11 +63,27 @@ func ParseGaleraStatus(pod, out string) GaleraView {
 	return v
 }
 
+// GaleraClient says where and how the mariadb client runs: in Container,
+// as the container's user (socket authentication) when User is "", else
+// as User without a password.
+type GaleraClient struct {
+	Container, User string
+}
+
+// Command is the client's command line running stmts.
+func (c GaleraClient) Command(stmts string) []string {
+	cmd := []string{"mariadb", "-NB"}
+	if c.User != "" {
+		cmd = append(cmd, "-u", c.User)
+	}
+	return append(cmd, "-e", stmts)
+}
+
 // ReadGalera asks pod's own MariaDB for its wsrep status.
-func ReadGalera(ctx context.Context, ex Exec, ns, pod string) GaleraView {
+func ReadGalera(ctx context.Context, ex Exec, ns, pod string, c GaleraClient) GaleraView {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	out, err := ex(ctx, ns, pod, GaleraContainer, "mariadb", "-NB", "-e", galeraStatus)
+	out, err := ex(ctx, ns, pod, c.Container, c.Command(galeraStatus)...)
 	if err != nil {
 		return GaleraView{Pod: pod, Size: -1, LastCommitted: -1, Err: fmt.Sprintf("wsrep status: %v: %s", err, strings.TrimSpace(out))}
 	}
@@ -74,8 +91,8 @@ func ReadGalera(ctx context.Context, ex Exec, ns, pod string) GaleraView {
 }
 
 // ReadGaleraAll reads every pod's view, in parallel.
-func ReadGaleraAll(ctx context.Context, ex Exec, ns string, pods []string) []GaleraView {
-	return eachPod(pods, func(p string) GaleraView { return ReadGalera(ctx, ex, ns, p) })
+func ReadGaleraAll(ctx context.Context, ex Exec, ns string, pods []string, c GaleraClient) []GaleraView {
+	return eachPod(pods, func(p string) GaleraView { return ReadGalera(ctx, ex, ns, p, c) })
 }
 
 // GaleraVerdict is what the views say about the cluster.

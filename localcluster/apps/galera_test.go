@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,5 +42,14 @@ func TestJudgeGalera(t *testing.T) {
 		if v := JudgeGalera(views, pods); v.Healthy || v.Split() || v.Detail == "" {
 			t.Errorf("%s: %+v, want unhealthy, no split, a detail", name, v)
 		}
+	}
+}
+
+func TestGaleraClientCommand(t *testing.T) {
+	if got := (GaleraClient{Container: "mariadb"}).Command("SELECT 1"); !slices.Equal(got, []string{"mariadb", "-NB", "-e", "SELECT 1"}) {
+		t.Errorf("as the container's user: %q", got)
+	}
+	if got := (GaleraClient{Container: "mysql", User: "root"}).Command("SELECT 1"); !slices.Equal(got, []string{"mariadb", "-NB", "-u", "root", "-e", "SELECT 1"}) {
+		t.Errorf("as root: %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,43 +17,59 @@ import (
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
 
-// waitGalera waits until the n pods of the galera StatefulSet are one
-// Galera cluster, by mariadb in each pod: one cluster state uuid,
-// wsrep_cluster_size n, every member Synced in the primary component; it
-// returns the uuid and fails at once on a second cluster.
-func (b *bed) waitGalera(n int, timeout time.Duration) string {
+// galeraSet is a Galera StatefulSet of an example: its name and how the
+// mariadb client runs in its pods.
+type galeraSet struct {
+	name   string
+	client apps.GaleraClient
+}
+
+var (
+	// galeraExample is examples/apps/galera: mariadb as the container's user.
+	galeraExample = galeraSet{"galera", apps.GaleraClient{Container: apps.GaleraContainer}}
+	// galeraUpstream is its upstream shape: root without a password, as
+	// Kubernetes' e2e manifest's probe connects.
+	galeraUpstream = galeraSet{"mysql", apps.GaleraClient{Container: "mysql", User: "root"}}
+)
+
+// waitGalera waits until the n pods of g are one Galera cluster, by
+// mariadb in each pod: one cluster state uuid, wsrep_cluster_size n, every
+// member Synced in the primary component; it returns the uuid and fails at
+// once on a second cluster.
+func (b *bed) waitGalera(g galeraSet, n int, timeout time.Duration) string {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
-	pods := b.podNames("galera", n)
+	pods := b.podNames(g.name, n)
 	deadline := time.Now().Add(timeout)
 	for {
-		v := apps.JudgeGalera(apps.ReadGaleraAll(context.Background(), ex, b.ns, pods), pods)
+		v := apps.JudgeGalera(apps.ReadGaleraAll(context.Background(), ex, b.ns, pods, g.client), pods)
 		if v.Split() {
-			b.dumpGalera(n + 2)
+			b.dumpGalera(g, n+2)
 			b.t.Fatalf("two clusters: %s", v.Detail)
 		}
 		if v.Healthy {
 			return v.UUID()
 		}
 		if time.Now().After(deadline) {
-			b.dumpGalera(n + 2)
+			b.dumpGalera(g, n+2)
 			b.t.Fatalf("no cluster of %d within %s: %s", n, timeout, v.Detail)
 		}
 		time.Sleep(2 * time.Second)
 	}
 }
 
-// dumpGalera logs the last lines of the containers' logs of the first n
+// dumpGalera logs the last lines of the containers' logs of g's first n
 // pods (mariadbd's own log is long).
-func (b *bed) dumpGalera(n int) {
-	b.dumpContainers(b.podNames("galera", n), 80, "bootstrap", "mariadb")
+func (b *bed) dumpGalera(g galeraSet, n int) {
+	b.dumpContainers(b.podNames(g.name, n), 80, "bootstrap", g.client.Container)
 }
 
-// sql runs statements with mariadb -NB in pod's mariadb container, as its
-// user (socket authentication, no password), and returns the output.
-func (b *bed) sql(pod, stmts string) string {
+// sql runs statements with mariadb -NB in pod of g (in the example as the
+// container's user: socket authentication, no password) and returns the
+// output.
+func (b *bed) sql(g galeraSet, pod, stmts string) string {
 	b.t.Helper()
-	out, err := b.exec(pod, apps.GaleraContainer, "mariadb", "-NB", "-e", stmts)
+	out, err := b.exec(pod, g.client.Container, g.client.Command(stmts)...)
 	if err != nil {
 		b.t.Fatalf("%s: mariadb -e %q: %v: %s", pod, stmts, err, out)
 	}
@@ -65,7 +82,7 @@ func (b *bed) sql(pod, stmts string) string {
 func (b *bed) acked(pod, tag string, n int) int {
 	b.t.Helper()
 	for i := range n {
-		b.sql(pod, fmt.Sprintf("INSERT INTO flock.acked (tag) VALUES ('%s-%d')", tag, i))
+		b.sql(galeraExample, pod, fmt.Sprintf("INSERT INTO flock.acked (tag) VALUES ('%s-%d')", tag, i))
 	}
 	return n
 }
@@ -74,7 +91,7 @@ func (b *bed) acked(pod, tag string, n int) int {
 func (b *bed) checkRows(pods []string, want int) {
 	b.t.Helper()
 	for _, p := range pods {
-		if got := b.sql(p, "SELECT COUNT(*) FROM flock.acked"); got != strconv.Itoa(want) {
+		if got := b.sql(galeraExample, p, "SELECT COUNT(*) FROM flock.acked"); got != strconv.Itoa(want) {
 			b.t.Errorf("%s: %s acknowledged rows, want %d", p, got, want)
 		}
 	}
@@ -106,38 +123,40 @@ func (b *bed) stopPod(name string) {
 // the pods stopped one by one with acknowledged writes between (galera-0,
 // then galera-2, galera-1 last, so galera-1 alone has the newest data,
 // neither the lowest nor the highest ordinal), the StatefulSet created
-// again from the same file: the ranks (seqnos) go into the Lease, galera-1 forms from its data,
-// the others join it, and every acknowledged row is on every member.
+// again from the same file: the ranks (seqnos) go into the Lease, galera-1
+// forms from its data, the others join it, and every acknowledged row is on
+// every member. Last, Kubernetes' e2e restart (scaled to 0 and back: every
+// member stops at once).
 func TestAppGalera(t *testing.T) {
 	t.Parallel() // its own namespace
 	b := newBed(t)
 	b.applyKustomization("examples/apps/galera")
 	start := time.Now()
-	uuid := b.waitGalera(3, 5*time.Minute)
+	uuid := b.waitGalera(galeraExample, 3, 5*time.Minute)
 	t.Logf("one cluster of 3 after %s: %s", time.Since(start).Round(time.Second), uuid)
 	if log := b.logs("galera-0", "mariadb", false); !strings.Contains(log, "forming a new cluster") {
 		t.Errorf("galera-0 did not form:\n%s", log)
 	}
-	if user := b.sql("galera-0", "SELECT USER()"); user != "flock@localhost" {
+	if user := b.sql(galeraExample, "galera-0", "SELECT USER()"); user != "flock@localhost" {
 		t.Errorf("mariadb as the container's user is %q, want flock@localhost", user)
 	}
-	b.sql("galera-0", "CREATE DATABASE flock; CREATE TABLE flock.acked (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(64) NOT NULL)")
+	b.sql(galeraExample, "galera-0", "CREATE DATABASE flock; CREATE TABLE flock.acked (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(64) NOT NULL)")
 	rows := b.acked("galera-0", "formed", 5)
 
 	b.scale("galera", 5)
-	if got := b.waitGalera(5, 5*time.Minute); got != uuid {
+	if got := b.waitGalera(galeraExample, 5, 5*time.Minute); got != uuid {
 		t.Fatalf("scaled to 5: cluster %s, want %s", got, uuid)
 	}
 	rows += b.acked("galera-4", "five", 5)
 	b.scale("galera", 3)
 	b.waitPods("app=galera", 3)
-	if got := b.waitGalera(3, 3*time.Minute); got != uuid {
+	if got := b.waitGalera(galeraExample, 3, 3*time.Minute); got != uuid {
 		t.Fatalf("scaled back to 3: cluster %s, want %s", got, uuid)
 	}
 	b.checkRows(b.podNames("galera", 3), rows)
 
 	b.deletePod("galera-2", "data-galera-2")
-	if got := b.waitGalera(3, 5*time.Minute); got != uuid {
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
 		t.Fatalf("galera-2 re-created without its data: cluster %s, want %s", got, uuid)
 	}
 	if log := b.logs("galera-2", "mariadb", false); !strings.Contains(log, "no data: mariadb-install-db") || !strings.Contains(log, "SST succeeded") {
@@ -146,6 +165,20 @@ func TestAppGalera(t *testing.T) {
 	b.checkRows(b.podNames("galera", 3), rows)
 
 	b.fullRestartNewestForms(uuid, rows)
+
+	// Kubernetes' e2e sequence: a row through member 0, the StatefulSet
+	// scaled to 0 (Parallel: every member stops at once) and back to 3,
+	// the row read on member 2.
+	b.sql(galeraExample, "galera-0", `INSERT INTO flock.acked (tag) VALUES ("foo")`)
+	gone := b.restartSet("galera", "app=galera", 3)
+	back := time.Now()
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
+		t.Fatalf("scaled to 0 and back to 3: cluster %s, want %s", got, uuid)
+	}
+	t.Logf("e2e restart: pods gone after %s, one cluster of 3 again after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+	if got := b.sql(galeraExample, "galera-2", `SELECT COUNT(*) FROM flock.acked WHERE tag = "foo"`); got != "1" {
+		t.Errorf("galera-2 has %s rows foo, want 1 (written through galera-0 before the restart)", got)
+	}
 }
 
 // fullRestartNewestForms stops the members of the formed galera cluster of
@@ -170,7 +203,7 @@ func (b *bed) fullRestartNewestForms(uuid string, rows int) {
 
 	b.apply(repoFile(b.t, "examples/apps/galera/statefulset.yaml"), b.forRealNode)
 	start := time.Now()
-	if got := b.waitGalera(3, 6*time.Minute); got != uuid {
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
 		b.t.Fatalf("after the full restart: cluster %s, want %s", got, uuid)
 	}
 	b.t.Logf("full restart: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
@@ -202,4 +235,67 @@ func (b *bed) fullRestartNewestForms(uuid string, rows int) {
 		}
 	}
 	b.checkRows(b.podNames("galera", 3), rows)
+}
+
+// TestAppGaleraUpstreamShape applies examples/apps/galera/upstream-shape
+// (Kubernetes' mysql-galera e2e manifest: install copies peer-finder and
+// on-start.sh into /work-dir, bootstrap runs /work-dir/peer-finder
+// -on-start="/work-dir/on-start.sh" -service=galera with the quotes in the
+// argument, OrderedReady) twice, each in its own namespace. With flock's
+// binary on-start.sh runs, mysql-0 forms and the others join: one cluster
+// of 3; then Kubernetes' e2e sequence (a row written through mysql-0, the
+// StatefulSet scaled to 0 and back to 3, the row read on mysql-2). With
+// upstream's binary in the same manifest, peer-finder execs the name with
+// its quotes, runs nothing and fails: mysql-0 never starts MariaDB, and
+// under OrderedReady no other member is created.
+func TestAppGaleraUpstreamShape(t *testing.T) {
+	t.Parallel()
+	const dir = "examples/apps/galera/upstream-shape"
+	t.Run("flock", func(t *testing.T) {
+		t.Parallel()
+		b := newBed(t)
+		b.applyDirWith(dir, nil)
+		start := time.Now()
+		b.waitGalera(galeraUpstream, 3, 8*time.Minute)
+		t.Logf("one cluster of 3 after %s", time.Since(start).Round(time.Second))
+		if log := b.logs("mysql-0", "bootstrap", false); !strings.Contains(log, "hook ran") || !strings.Contains(log, "cluster address gcomm://\"") {
+			t.Errorf("mysql-0's peer-finder did not run on-start.sh, or it did not form alone:\n%s", log)
+		}
+		// Kubernetes' e2e sequence for mysql-galera.
+		b.sql(galeraUpstream, "mysql-0", `CREATE DATABASE statefulset; CREATE TABLE statefulset.foo (k VARCHAR(20), v VARCHAR(20)); INSERT INTO statefulset.foo (k, v) VALUES ("foo", "bar")`)
+		gone := b.restartSet("mysql", "app=mysql", 3)
+		back := time.Now()
+		b.waitGalera(galeraUpstream, 3, 8*time.Minute)
+		t.Logf("e2e restart: pods gone after %s, one cluster of 3 again after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+		if got := b.sql(galeraUpstream, "mysql-2", `SELECT v FROM statefulset.foo WHERE k = "foo"`); got != "bar" {
+			t.Errorf("mysql-2 reads %q, want bar (written through mysql-0 before the restart)", got)
+		}
+	})
+	t.Run("upstream", func(t *testing.T) {
+		t.Parallel()
+		b := newBed(t)
+		b.applyDirWith(dir, upstreamInstall(t))
+		b.waitPod("mysql-0", "bootstrap restarted twice", 4*time.Minute, func(p *corev1.Pod) bool {
+			s := status(p, "bootstrap")
+			return s != nil && s.RestartCount >= 2
+		})
+		var log string
+		b.WaitFor(t, "upstream's peer-finder in mysql-0's bootstrap (previous run) tried the quoted name", time.Minute, func(context.Context) (bool, error) {
+			log = b.logs("mysql-0", "bootstrap", true)
+			return strings.Contains(log, `execing: "/work-dir/on-start.sh"`), nil
+		})
+		if strings.Contains(log, "on-start:") {
+			t.Errorf("on-start.sh ran under upstream's binary:\n%s", log)
+		}
+		p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "mysql-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := status(p, "mysql"); s != nil && (s.State.Running != nil || s.RestartCount > 0) {
+			t.Errorf("mysql-0's mysql started: %+v", s)
+		}
+		if _, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "mysql-1", metav1.GetOptions{}); err == nil {
+			t.Errorf("mysql-1 exists: OrderedReady created it after a mysql-0 that never started")
+		}
+	})
 }
