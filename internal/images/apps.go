@@ -110,7 +110,7 @@ func AppRoot(goarch string, bins map[string][]byte, pkgs map[string]Package) (sy
 }
 
 // BuildApps writes the application images (EtcdApp, UpstreamApp,
-// RedisApp, ZookeeperApp, SharedHostsApp, MpiApp) as OCI archives named by ArchiveName in o.OutDir.
+// RedisApp, ZookeeperApp, SharedHostsApp, MpiApp, GaleraApp) as OCI archives named by ArchiveName in o.OutDir.
 func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 	if o.Repo == "" || o.Tag == "" || o.Arch == "" || o.OutDir == "" || o.DebCache == "" {
 		return nil, errors.New("apps images: Repo, Tag, Arch, OutDir and DebCache are required")
@@ -160,7 +160,7 @@ func BuildApps(ctx context.Context, o AppOptions) ([]Archive, error) {
 		out = append(out, arc)
 	}
 	// The images made of Debian packages only.
-	for _, build := range []func(context.Context, AppOptions) (Archive, error){buildRedis, buildZookeeper, buildSharedHosts, buildMpi} {
+	for _, build := range []func(context.Context, AppOptions) (Archive, error){buildRedis, buildZookeeper, buildSharedHosts, buildMpi, buildGalera} {
 		arc, err := build(ctx, o)
 		if err != nil {
 			return nil, err

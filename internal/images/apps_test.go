@@ -20,6 +20,7 @@ func TestBuildApps(t *testing.T) {
 	fakeRedisDebs(t, cache)
 	fakeZookeeperDebs(t, cache)
 	fakeMpiDebs(t, cache)
+	fakeGaleraDebs(t, cache)
 	bin := t.TempDir()
 	dynamic, err := os.ReadFile("/usr/bin/getent")
 	if err != nil {
@@ -46,6 +47,7 @@ func TestBuildApps(t *testing.T) {
 		"ghcr.io/flockd/apps/redis:dev":                {"/usr/bin/redis-server", "/usr/bin/redis-cli", "/lib/x86_64-linux-gnu/libc.so.6", "/data"},
 		"ghcr.io/flockd/apps/shared-hosts:dev":         {"/usr/bin/getent", "/etc/hosts", "/lib/x86_64-linux-gnu/libc.so.6"},
 		"ghcr.io/flockd/apps/mpi:dev":                  {"/usr/bin/mpirun", "/usr/bin/python3", "/usr/sbin/sshd", "/lib/x86_64-linux-gnu/libc.so.6"},
+		"ghcr.io/flockd/apps/galera:dev":               {"/usr/sbin/mariadbd", "/usr/bin/mariadb", "/usr/bin/wsrep_sst_rsync", "/usr/lib/libgalera_smm.so", "/var/lib/mysql"},
 	}
 	if len(archives) != len(want) {
 		t.Fatalf("archives %v, want %d", archives, len(want))

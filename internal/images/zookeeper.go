@@ -79,18 +79,9 @@ func ZookeeperRoot(goarch string, pkgs, java map[string]Package) (system, app []
 	if err != nil {
 		return nil, nil, fmt.Errorf("zookeeper image: %w", err)
 	}
-	bash, err := get(pkgs, "bash-static")
-	if err != nil {
-		return nil, nil, err
+	if err := addBash(files, pkgs); err != nil {
+		return nil, nil, fmt.Errorf("zookeeper image: %w", err)
 	}
-	b, ok := bash.Files["/bin/bash-static"]
-	if !ok || !b.Mode.IsRegular() {
-		return nil, nil, errors.New("zookeeper image: bash-static has no /bin/bash-static")
-	}
-	b.Path, b.Mode, b.UID, b.GID = "/bin/bash", 0o755, 0, 0
-	files[b.Path] = b
-	files["/usr/bin/bash"] = imagebuild.Symlink("/usr/bin/bash", "/bin/bash")
-	files["/usr/bin/env"] = imagebuild.Symlink("/usr/bin/env", "/bin/busybox")
 
 	// The JRE: its directory under /usr/lib/jvm and its configuration in
 	// /etc (the JRE's links point there).

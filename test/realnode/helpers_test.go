@@ -327,3 +327,22 @@ func (b *bed) restartSet(name, selector string, n int32) time.Duration {
 	b.scale(name, n)
 	return gone
 }
+
+// dumpContainers logs the containers' logs of pods, the previous run's
+// and the current one's, the last tail lines of each (0: all).
+func (b *bed) dumpContainers(pods []string, tail int64, containers ...string) {
+	for _, p := range pods {
+		for _, c := range containers {
+			for _, prev := range []bool{true, false} {
+				o := &corev1.PodLogOptions{Container: c, Previous: prev}
+				if tail > 0 {
+					o.TailLines = &tail
+				}
+				raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p, o).DoRaw(context.Background())
+				if err == nil {
+					b.t.Logf("--- %s/%s (previous %v):\n%s", p, c, prev, raw)
+				}
+			}
+		}
+	}
+}

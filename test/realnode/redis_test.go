@@ -43,16 +43,7 @@ func (b *bed) waitRedis(n int, timeout time.Duration) string {
 
 // dumpRedis logs the containers' logs of the first n pods.
 func (b *bed) dumpRedis(n int) {
-	for _, p := range b.podNames("redis", n) {
-		for _, c := range []string{"bootstrap", "redis", "peer-finder"} {
-			for _, prev := range []bool{true, false} {
-				raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p, &corev1.PodLogOptions{Container: c, Previous: prev}).DoRaw(context.Background())
-				if err == nil {
-					b.t.Logf("--- %s/%s (previous %v):\n%s", p, c, prev, raw)
-				}
-			}
-		}
-	}
+	b.dumpContainers(b.podNames("redis", n), 0, "bootstrap", "redis", "peer-finder")
 }
 
 // redisCLI runs redis-cli -e ARGS in pod's redis container.

@@ -1,0 +1,301 @@
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flockd/flock/localcluster/apps"
+	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
+)
+
+// galeraSet is a Galera StatefulSet of an example: its name and how the
+// mariadb client runs in its pods.
+type galeraSet struct {
+	name   string
+	client apps.GaleraClient
+}
+
+var (
+	// galeraExample is examples/apps/galera: mariadb as the container's user.
+	galeraExample = galeraSet{"galera", apps.GaleraClient{Container: apps.GaleraContainer}}
+	// galeraUpstream is its upstream shape: root without a password, as
+	// Kubernetes' e2e manifest's probe connects.
+	galeraUpstream = galeraSet{"mysql", apps.GaleraClient{Container: "mysql", User: "root"}}
+)
+
+// waitGalera waits until the n pods of g are one Galera cluster, by
+// mariadb in each pod: one cluster state uuid, wsrep_cluster_size n, every
+// member Synced in the primary component; it returns the uuid and fails at
+// once on a second cluster.
+func (b *bed) waitGalera(g galeraSet, n int, timeout time.Duration) string {
+	b.t.Helper()
+	ex := apps.NewExec(b.Config, b.Client)
+	pods := b.podNames(g.name, n)
+	deadline := time.Now().Add(timeout)
+	for {
+		v := apps.JudgeGalera(apps.ReadGaleraAll(context.Background(), ex, b.ns, pods, g.client), pods)
+		if v.Split() {
+			b.dumpGalera(g, n+2)
+			b.t.Fatalf("two clusters: %s", v.Detail)
+		}
+		if v.Healthy {
+			return v.UUID()
+		}
+		if time.Now().After(deadline) {
+			b.dumpGalera(g, n+2)
+			b.t.Fatalf("no cluster of %d within %s: %s", n, timeout, v.Detail)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// dumpGalera logs the last lines of the containers' logs of g's first n
+// pods (mariadbd's own log is long).
+func (b *bed) dumpGalera(g galeraSet, n int) {
+	b.dumpContainers(b.podNames(g.name, n), 80, "bootstrap", g.client.Container)
+}
+
+// sql runs statements with mariadb -NB in pod of g (in the example as the
+// container's user: socket authentication, no password) and returns the
+// output.
+func (b *bed) sql(g galeraSet, pod, stmts string) string {
+	b.t.Helper()
+	out, err := b.exec(pod, g.client.Container, g.client.Command(stmts)...)
+	if err != nil {
+		b.t.Fatalf("%s: mariadb -e %q: %v: %s", pod, stmts, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// acked writes n rows through pod, one transaction each, tagged with tag,
+// and returns how many were acknowledged (mariadb exited 0): all of them,
+// or the test fails.
+func (b *bed) acked(pod, tag string, n int) int {
+	b.t.Helper()
+	for i := range n {
+		b.sql(galeraExample, pod, fmt.Sprintf("INSERT INTO flock.acked (tag) VALUES ('%s-%d')", tag, i))
+	}
+	return n
+}
+
+// checkRows fails unless every pod holds exactly want acknowledged rows.
+func (b *bed) checkRows(pods []string, want int) {
+	b.t.Helper()
+	for _, p := range pods {
+		if got := b.sql(galeraExample, p, "SELECT COUNT(*) FROM flock.acked"); got != strconv.Itoa(want) {
+			b.t.Errorf("%s: %s acknowledged rows, want %d", p, got, want)
+		}
+	}
+}
+
+// stopPod deletes pod (the StatefulSet was deleted, so nothing re-creates
+// it) and waits until it is gone: mariadbd shut down and wrote its seqno.
+func (b *bed) stopPod(name string) {
+	b.t.Helper()
+	ctx := context.Background()
+	if err := b.Client.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.WaitFor(b.t, name+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+// TestAppGalera applies examples/apps/galera as written and checks, with
+// mariadb in each pod (as the container's user, no password): three
+// members form one cluster; scaled to 5 and back to 3 it stays that
+// cluster; a member's pod and claim deleted, it rejoins by a state
+// snapshot transfer with every row. Then the full restart after writes
+// that reached only some members: the StatefulSet deleted (its pods kept),
+// the pods stopped one by one with acknowledged writes between (galera-0,
+// then galera-2, galera-1 last, so galera-1 alone has the newest data,
+// neither the lowest nor the highest ordinal), the StatefulSet created
+// again from the same file: the ranks (seqnos) go into the Lease, galera-1
+// forms from its data, the others join it, and every acknowledged row is on
+// every member. Last, Kubernetes' e2e restart (scaled to 0 and back: every
+// member stops at once).
+func TestAppGalera(t *testing.T) {
+	t.Parallel() // its own namespace
+	b := newBed(t)
+	b.applyKustomization("examples/apps/galera")
+	start := time.Now()
+	uuid := b.waitGalera(galeraExample, 3, 5*time.Minute)
+	t.Logf("one cluster of 3 after %s: %s", time.Since(start).Round(time.Second), uuid)
+	if log := b.logs("galera-0", "mariadb", false); !strings.Contains(log, "forming a new cluster") {
+		t.Errorf("galera-0 did not form:\n%s", log)
+	}
+	if user := b.sql(galeraExample, "galera-0", "SELECT USER()"); user != "flock@localhost" {
+		t.Errorf("mariadb as the container's user is %q, want flock@localhost", user)
+	}
+	b.sql(galeraExample, "galera-0", "CREATE DATABASE flock; CREATE TABLE flock.acked (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(64) NOT NULL)")
+	rows := b.acked("galera-0", "formed", 5)
+
+	b.scale("galera", 5)
+	if got := b.waitGalera(galeraExample, 5, 5*time.Minute); got != uuid {
+		t.Fatalf("scaled to 5: cluster %s, want %s", got, uuid)
+	}
+	rows += b.acked("galera-4", "five", 5)
+	b.scale("galera", 3)
+	b.waitPods("app=galera", 3)
+	if got := b.waitGalera(galeraExample, 3, 3*time.Minute); got != uuid {
+		t.Fatalf("scaled back to 3: cluster %s, want %s", got, uuid)
+	}
+	b.checkRows(b.podNames("galera", 3), rows)
+
+	b.deletePod("galera-2", "data-galera-2")
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
+		t.Fatalf("galera-2 re-created without its data: cluster %s, want %s", got, uuid)
+	}
+	if log := b.logs("galera-2", "mariadb", false); !strings.Contains(log, "no data: mariadb-install-db") || !strings.Contains(log, "SST succeeded") {
+		t.Errorf("galera-2 did not rejoin by a state snapshot transfer:\n%s", log)
+	}
+	b.checkRows(b.podNames("galera", 3), rows)
+
+	b.fullRestartNewestForms(uuid, rows)
+
+	// Kubernetes' e2e sequence: a row through member 0, the StatefulSet
+	// scaled to 0 (Parallel: every member stops at once) and back to 3,
+	// the row read on member 2.
+	b.sql(galeraExample, "galera-0", `INSERT INTO flock.acked (tag) VALUES ("foo")`)
+	gone := b.restartSet("galera", "app=galera", 3)
+	back := time.Now()
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
+		t.Fatalf("scaled to 0 and back to 3: cluster %s, want %s", got, uuid)
+	}
+	t.Logf("e2e restart: pods gone after %s, one cluster of 3 again after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+	if got := b.sql(galeraExample, "galera-2", `SELECT COUNT(*) FROM flock.acked WHERE tag = "foo"`); got != "1" {
+		t.Errorf("galera-2 has %s rows foo, want 1 (written through galera-0 before the restart)", got)
+	}
+}
+
+// fullRestartNewestForms stops the members of the formed galera cluster of
+// 3 one by one with acknowledged writes between, galera-1 last, and starts
+// them all again: galera-1, with the highest seqno, must form.
+func (b *bed) fullRestartNewestForms(uuid string, rows int) {
+	b.t.Helper()
+	ctx := context.Background()
+	orphan := metav1.DeletePropagationOrphan
+	if err := b.Client.AppsV1().StatefulSets(b.ns).Delete(ctx, "galera", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.WaitFor(b.t, "the StatefulSet galera gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := b.Client.AppsV1().StatefulSets(b.ns).Get(ctx, "galera", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	b.stopPod("galera-0")
+	rows += b.acked("galera-1", "without-0", 3)
+	b.stopPod("galera-2")
+	rows += b.acked("galera-1", "galera-1-alone", 3)
+	b.stopPod("galera-1")
+
+	b.apply(repoFile(b.t, "examples/apps/galera/statefulset.yaml"), b.forRealNode)
+	start := time.Now()
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
+		b.t.Fatalf("after the full restart: cluster %s, want %s", got, uuid)
+	}
+	b.t.Logf("full restart: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	l, err := b.Client.CoordinationV1().Leases(b.ns).Get(ctx, "galera-cluster", metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if got, want := l.Annotations[flockbootstrap.AnnotationMember], b.fqdn("galera-1", "galera"); got != want {
+		b.t.Errorf("the Lease records %q as the former, want %s (the newest data)", got, want)
+	}
+	ranks := map[string]int64{}
+	for _, p := range b.podNames("galera", 3) {
+		var e flockbootstrap.Rank
+		if err := json.Unmarshal([]byte(l.Annotations[flockbootstrap.AnnotationRankPrefix+p]), &e); err != nil {
+			b.t.Errorf("%s's rank in the Lease: %v", p, err)
+		}
+		ranks[p] = e.Value
+	}
+	b.t.Logf("ranks (seqnos) in the Lease: %v", ranks)
+	if !(ranks["galera-1"] > ranks["galera-2"] && ranks["galera-2"] > ranks["galera-0"]) {
+		b.t.Errorf("ranks %v, want galera-1 > galera-2 > galera-0 (the order they stopped in, writes between)", ranks)
+	}
+	if log := b.logs("galera-1", "mariadb", false); !strings.Contains(log, "forming a new cluster from this member's data") {
+		b.t.Errorf("galera-1 did not form from its data:\n%s", log)
+	}
+	for _, p := range []string{"galera-0", "galera-2"} {
+		if log := b.logs(p, "mariadb", false); !strings.Contains(log, "joining gcomm://"+b.fqdn("galera-1", "galera")) {
+			b.t.Errorf("%s did not join galera-1:\n%s", p, log)
+		}
+	}
+	b.checkRows(b.podNames("galera", 3), rows)
+}
+
+// TestAppGaleraUpstreamShape applies examples/apps/galera/upstream-shape
+// (Kubernetes' mysql-galera e2e manifest: install copies peer-finder and
+// on-start.sh into /work-dir, bootstrap runs /work-dir/peer-finder
+// -on-start="/work-dir/on-start.sh" -service=galera with the quotes in the
+// argument, OrderedReady) twice, each in its own namespace. With flock's
+// binary on-start.sh runs, mysql-0 forms and the others join: one cluster
+// of 3; then Kubernetes' e2e sequence (a row written through mysql-0, the
+// StatefulSet scaled to 0 and back to 3, the row read on mysql-2). With
+// upstream's binary in the same manifest, peer-finder execs the name with
+// its quotes, runs nothing and fails: mysql-0 never starts MariaDB, and
+// under OrderedReady no other member is created.
+func TestAppGaleraUpstreamShape(t *testing.T) {
+	t.Parallel()
+	const dir = "examples/apps/galera/upstream-shape"
+	t.Run("flock", func(t *testing.T) {
+		t.Parallel()
+		b := newBed(t)
+		b.applyDirWith(dir, nil)
+		start := time.Now()
+		b.waitGalera(galeraUpstream, 3, 8*time.Minute)
+		t.Logf("one cluster of 3 after %s", time.Since(start).Round(time.Second))
+		if log := b.logs("mysql-0", "bootstrap", false); !strings.Contains(log, "hook ran") || !strings.Contains(log, "cluster address gcomm://\"") {
+			t.Errorf("mysql-0's peer-finder did not run on-start.sh, or it did not form alone:\n%s", log)
+		}
+		// Kubernetes' e2e sequence for mysql-galera.
+		b.sql(galeraUpstream, "mysql-0", `CREATE DATABASE statefulset; CREATE TABLE statefulset.foo (k VARCHAR(20), v VARCHAR(20)); INSERT INTO statefulset.foo (k, v) VALUES ("foo", "bar")`)
+		gone := b.restartSet("mysql", "app=mysql", 3)
+		back := time.Now()
+		b.waitGalera(galeraUpstream, 3, 8*time.Minute)
+		t.Logf("e2e restart: pods gone after %s, one cluster of 3 again after %s more", gone.Round(time.Second), time.Since(back).Round(time.Second))
+		if got := b.sql(galeraUpstream, "mysql-2", `SELECT v FROM statefulset.foo WHERE k = "foo"`); got != "bar" {
+			t.Errorf("mysql-2 reads %q, want bar (written through mysql-0 before the restart)", got)
+		}
+	})
+	t.Run("upstream", func(t *testing.T) {
+		t.Parallel()
+		b := newBed(t)
+		b.applyDirWith(dir, upstreamInstall(t))
+		b.waitPod("mysql-0", "bootstrap restarted twice", 4*time.Minute, func(p *corev1.Pod) bool {
+			s := status(p, "bootstrap")
+			return s != nil && s.RestartCount >= 2
+		})
+		var log string
+		b.WaitFor(t, "upstream's peer-finder in mysql-0's bootstrap (previous run) tried the quoted name", time.Minute, func(context.Context) (bool, error) {
+			log = b.logs("mysql-0", "bootstrap", true)
+			return strings.Contains(log, `execing: "/work-dir/on-start.sh"`), nil
+		})
+		if strings.Contains(log, "on-start:") {
+			t.Errorf("on-start.sh ran under upstream's binary:\n%s", log)
+		}
+		p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "mysql-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := status(p, "mysql"); s != nil && (s.State.Running != nil || s.RestartCount > 0) {
+			t.Errorf("mysql-0's mysql started: %+v", s)
+		}
+		if _, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "mysql-1", metav1.GetOptions{}); err == nil {
+			t.Errorf("mysql-1 exists: OrderedReady created it after a mysql-0 that never started")
+		}
+	})
+}
