@@ -53,7 +53,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.selector, name, "", "Label `selector` of the workload's pods, e.g. app=zk (required).")
 	}
 	fs.StringVar(&o.output, "o", "table", "Output `format`: table (for people) or json (for scripts, docs/status.md).")
-	fs.StringVar(&o.port, "port", "metrics", "The pods' `port` where peer-finder serves -metrics-addr: a container port's name or a number.")
+	fs.StringVar(&o.port, "port", "flock-metrics", "The pods' `port` where peer-finder serves -metrics-addr: a container port's name or a number.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path of a kubeconfig `file` (default: $KUBECONFIG, else ~/.kube/config, else in-cluster).")
 	fs.StringVar(&o.master, "master", "", "The API server's `URL`, overriding the kubeconfig's.")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "How long to wait for each member's answer.")

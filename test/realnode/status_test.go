@@ -55,7 +55,7 @@ func TestStatusCommand(t *testing.T) {
 		Name: "peer-finder", Image: statusImage(),
 		Args: []string{"-service=db", "-source=endpointslice", "-include-not-ready", "-expect=auto",
 			"-cluster-lease=db-cluster", "-on-change=/scripts/on-change.sh", "-metrics-addr=:9090"},
-		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9090}},
+		Ports: []corev1.ContainerPort{{Name: "flock-metrics", ContainerPort: 9090}},
 	}
 	b.statefulSet("db", 3, corev1.PodSpec{
 		ServiceAccountName: "peer-finder",
