@@ -69,7 +69,7 @@ mv "$f.tmp" "$f"
 	if want := fmt.Sprintf("files %d %d\n", n-1, n-1); second != want {
 		t.Errorf("second run: %q, want %q (both lists in files)", second, want)
 	}
-	if !strings.Contains(p.stderr.String(), "hook peer lists passed in files") {
+	if !strings.Contains(p.Stderr.String(), "hook peer lists passed in files") {
 		t.Errorf("no warning that the lists went to files")
 	}
 }

@@ -39,10 +39,10 @@ func TestFIFOAtHostsFileFailsThatSinkOnly(t *testing.T) {
 	}
 
 	begin := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("exit status after SIGTERM = %d, want 0", code)
 	}
 	// Not a measure of speed: a read blocked on the FIFO held SIGTERM off
@@ -56,8 +56,8 @@ func TestFIFOAtHostsFileFailsThatSinkOnly(t *testing.T) {
 // that it and /readyz name the sink and path, and the record says why.
 func assertSinkFailing(t *testing.T, p *process, sink, path, why string) {
 	t.Helper()
-	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), "sink failing") }, "a \"sink failing\" record")
-	log := p.stderr.String()
+	await.Until(t, func() bool { return strings.Contains(p.Stderr.String(), "sink failing") }, "a \"sink failing\" record")
+	log := p.Stderr.String()
 	failing := lineWith(log, "sink failing")
 	if !strings.Contains(failing, "sink="+sink) || !strings.Contains(failing, path) || !strings.Contains(failing, why) {
 		t.Errorf("the failing record does not name the sink, %s and %q:\n%s", path, why, failing)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,11 +73,10 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 		}
-		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
+		if p.Exited() {
+			t.Fatalf("kill %d: peer-finder exited by itself first, status %d", i, p.Status())
 		}
-		<-p.done
-		p.done <- nil // for start's cleanup
+		p.Kill() // its process group
 		checkWholeHosts(t, i, hosts)
 		checkWholeJSON(t, i, doc)
 		for _, n := range tempFiles(dir) {
@@ -102,7 +100,7 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 	// The files may already hold that answer from a killed run: wait for
 	// the restarted process itself to have delivered it (both sinks applied).
 	delivered := fmt.Sprintf("msg=\"peers delivered\" generation=1 peers=%d", killSizes[1])
-	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), delivered) }, "the restarted peer-finder delivered %s", delivered)
+	await.Until(t, func() bool { return strings.Contains(p.Stderr.String(), delivered) }, "the restarted peer-finder delivered %s", delivered)
 	checkWholeHosts(t, kills, hosts)
 	checkWholeJSON(t, kills, doc)
 	if left := tempFiles(dir); len(left) > 0 {

@@ -71,9 +71,9 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 			p := startProgram(t, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, dir, binary}, args...)...)
 
 			waitFile(t, "/dev/null", func(string) bool {
-				return strings.Contains(p.stderr.String(), "sink failing") && strings.Contains(p.stderr.String(), "serving metrics")
+				return strings.Contains(p.Stderr.String(), "sink failing") && strings.Contains(p.Stderr.String(), "serving metrics")
 			})
-			log := p.stderr.String()
+			log := p.Stderr.String()
 			failing := lineWith(log, "sink failing")
 			if !strings.Contains(failing, path) || !strings.Contains(failing, "read-only file system") {
 				t.Errorf("the failing record does not name %s and the read-only file system:\n%s", path, failing)
@@ -98,19 +98,19 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 				t.Errorf("%s holds %q, want the previous content %q whole", path, b, tc.previous)
 			}
 			noTempFiles(t, dir)
-			if n := strings.Count(p.stderr.String(), "sink failing"); n != 1 {
+			if n := strings.Count(p.Stderr.String(), "sink failing"); n != 1 {
 				t.Errorf("%d 'sink failing' records, want 1 (one per change of state)", n)
 			}
 
 			// Writable again (in peer-finder's mount namespace): the
 			// retry writes the newest set and the hook runs.
 			dns.Peers(svc, "web", 3, 80)
-			out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.cmd.Process.Pid), "-m", "mount", "-o", "remount,bind,rw", dir).CombinedOutput()
+			out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.Cmd.Process.Pid), "-m", "mount", "-o", "remount,bind,rw", dir).CombinedOutput()
 			if err != nil {
 				t.Fatalf("remount read-write: %v\n%s", err, out)
 			}
 			waitFile(t, path, func(s string) bool { return strings.Contains(s, "web-2") && strings.Contains(s, tc.written) })
-			waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+			waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.Stderr.String(), "sink recovered") })
 			rs := waitRuns(t, runDir, 1)
 			if last := rs[len(rs)-1]; !strings.Contains(last.stdin, fqdn(2)) {
 				waitFile(t, "/dev/null", func(string) bool {

@@ -22,17 +22,14 @@ import (
 
 func waitFile(t *testing.T, path string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
-		if ok(string(b)) {
-			return string(b)
+	var b []byte
+	await.Poll{Every: 20 * time.Millisecond}.Check(t, func() error {
+		if b, _ = os.ReadFile(path); !ok(string(b)) {
+			return fmt.Errorf("last content:\n%s", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became as wanted; last content:\n%s", path, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, "%s to become as wanted", path)
+	return string(b)
 }
 
 func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
@@ -46,18 +43,18 @@ func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
 	// The wait is membership's expected-names gate, logged with its reason
 	// and the missing names, not a failing sink.
 	await.Until(t, func() bool {
-		return strings.Contains(p.stderr.String(), "reason=expected-names-missing") && strings.Contains(p.stderr.String(), "web-2")
+		return strings.Contains(p.Stderr.String(), "reason=expected-names-missing") && strings.Contains(p.Stderr.String(), "web-2")
 	}, "the expected-names gate to be logged")
 	select {
-	case <-p.done:
+	case <-p.Done():
 		t.Fatal("init mode exited before every expected name had an address")
 	case <-time.After(300 * time.Millisecond):
 	}
-	if strings.Contains(p.stderr.String(), "sink failing") {
-		t.Errorf("waiting for expected names was logged as a failing sink:\n%s", p.stderr)
+	if strings.Contains(p.Stderr.String(), "sink failing") {
+		t.Errorf("waiting for expected names was logged as a failing sink:\n%s", p.Stderr)
 	}
 	dns.Peers(svc, "web", 3, 80)
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	b, _ := os.ReadFile(hosts)
@@ -73,7 +70,7 @@ func TestInitModeWaitForAllTimesOut(t *testing.T) {
 	dns.Peers(svc, "web", 1, 80)
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web-0,web-1", "-wait-for-all", "-once", "-bootstrap-timeout=1s")...)
-	if code := p.wait(t); code != 3 {
+	if code := p.Wait(t); code != 3 {
 		t.Fatalf("exit status %d, want 3 (bootstrap timeout)", code)
 	}
 }
@@ -95,10 +92,10 @@ func TestExecModeStartsAfterFilesReloadsAndExitsWithStatus(t *testing.T) {
 	dns.Peers(svc, "web", 3, 80)
 	waitFile(t, reloads, func(s string) bool { return strings.Count(s, "hup") == 1 })
 	waitFile(t, peers, func(s string) bool { return strings.Count(s, `"fqdn"`) == 3 })
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 7 {
+	if code := p.Wait(t); code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
 }
@@ -174,7 +171,7 @@ func TestLockedHostsFileDoesNotBlockLaterSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "\tweb-2\n") })
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.Stderr.String(), "sink recovered") })
 	waitFile(t, "/dev/null", func(string) bool {
 		rs := runs(t, runDir)
 		return strings.Contains(rs[len(rs)-1].stdin, fqdn(2))
@@ -200,11 +197,11 @@ func TestTwoWritersOfOneHostsBlock(t *testing.T) {
 	b := start(t, append(common(dnsB.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0")...)
 	const warning = "rewritten by another writer with a different set"
 	await.Until(t, func() bool {
-		return strings.Contains(a.stderr.String(), warning) && strings.Contains(b.stderr.String(), warning)
+		return strings.Contains(a.Stderr.String(), warning) && strings.Contains(b.Stderr.String(), warning)
 	}, "both writers to warn about the other")
 	for _, c := range []struct{ p, other *process }{{a, b}, {b, a}} {
-		log := c.p.stderr.String()
-		other := fmt.Sprintf("pid %d", c.other.cmd.Process.Pid)
+		log := c.p.Stderr.String()
+		other := fmt.Sprintf("pid %d", c.other.Cmd.Process.Pid)
 		if w := lineWith(log, warning); !strings.Contains(w, "level=WARN") || !strings.Contains(w, other) {
 			t.Errorf("the warning does not name the other writer (%s):\n%s", other, w)
 		}
@@ -222,8 +219,8 @@ func TestTwoWritersOfOneHostsBlock(t *testing.T) {
 	// The file is never without a whole block, and restores are no longer
 	// logged at info level at every check.
 	for _, p := range []*process{a, b} {
-		if n := strings.Count(p.stderr.String(), "block restored"); n > 2 {
-			t.Errorf("%d restores logged:\n%s", n, p.stderr)
+		if n := strings.Count(p.Stderr.String(), "block restored"); n > 2 {
+			t.Errorf("%d restores logged:\n%s", n, p.Stderr)
 		}
 	}
 }

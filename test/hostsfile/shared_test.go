@@ -128,7 +128,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	}
 	waitHosts(t, shared, "web", want)
 	eventually(t, first+" to log the restore", func() (bool, string) {
-		return strings.Contains(procs[first].stderr.String(), "block restored"), "not logged yet"
+		return strings.Contains(procs[first].Stderr.String(), "block restored"), "not logged yet"
 	})
 	checkOneWriter(t, procs, first, nil)
 
@@ -143,7 +143,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 
 	// The writer dies without releasing the Lease; the set changes while
 	// nobody leads.
-	procs[first].kill()
+	procs[first].Kill()
 	fixture.Scale(t, c.Client, ns, 5)
 	addPods(podsBy(t, c.Client, ns, "app=web", 5))
 	second := holder(t, c, ns, lease, first)
@@ -151,7 +151,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	// for its catch-up write (the old writer may already have written the
 	// newest set before it died, so the file alone does not tell).
 	eventually(t, second+" to catch up with the newest set on taking over", func() (bool, string) {
-		log := procs[second].stderr.String()
+		log := procs[second].Stderr.String()
 		return strings.Contains(log, "leader: newest set applied on taking over"), "not logged yet"
 	})
 	waitHosts(t, shared, "web", want)
@@ -208,7 +208,7 @@ func holder(t *testing.T, c *clustertest.Cluster, ns, name, not string) string {
 func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []string) {
 	t.Helper()
 	for _, pod := range slices.Sorted(maps.Keys(procs)) {
-		log := procs[pod].stderr.String()
+		log := procs[pod].Stderr.String()
 		led := strings.Contains(log, "leader: started leading")
 		wrote := strings.Contains(log, "hosts file applied") || strings.Contains(log, "block restored")
 		switch {

@@ -2,6 +2,7 @@ package kubesources
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder/source/endpointslice"
@@ -137,8 +139,7 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 		return pod.uid != oldUID && pod.ip != "" && p.DeletionTimestamp == nil, nil
 	})
 	for _, w := range []*watcher{s.pods, s.endpointslice} {
-		deadline := time.Now().Add(wait)
-		for {
+		await.Poll{Timeout: wait, Every: 50 * time.Millisecond}.Check(t, func() error {
 			ps, _ := w.Latest()
 			var got string
 			var ips []string
@@ -147,14 +148,11 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 					got, ips = p.UID, p.IPs
 				}
 			}
-			if got == pod.uid && slices.Equal(ips, []string{pod.ip}) {
-				break
+			if got != pod.uid || !slices.Equal(ips, []string{pod.ip}) {
+				return fmt.Errorf("web-1 is uid %s ips %v", got, ips)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: web-1 is uid %s ips %v, want the new pod %s %s", w.name, got, ips, pod.uid, pod.ip)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		}, "%s: web-1 the new pod %s %s", w.name, pod.uid, pod.ip)
 	}
 }
 

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/kube/clientset"
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster/apps"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
@@ -66,23 +68,26 @@ func (b *bed) waitEtcd(n int, timeout time.Duration) uint64 {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("etcd", n)
-	var last apps.Verdict
-	deadline := time.Now().Add(timeout)
-	for {
-		last = apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
-		if last.Split() {
+	healthy := false
+	defer func() {
+		if !healthy { // the wait failed: the logs say why
 			b.dumpEtcd(n + 2)
-			b.t.Fatalf("split brain: %s", last.Detail)
 		}
-		if last.Healthy {
-			return last.ClusterIDs[0]
+	}()
+	var id uint64
+	await.Poll{Timeout: timeout, Every: 2 * time.Second}.Check(b.t, func() error {
+		v := apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
+		if v.Split() {
+			b.t.Fatalf("split brain: %s", v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpEtcd(n + 2)
-			b.t.Fatalf("no healthy %d-member etcd cluster within %s: %s", n, timeout, last.Detail)
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		time.Sleep(2 * time.Second)
-	}
+		id = v.ClusterIDs[0]
+		return nil
+	}, "a healthy %d-member etcd cluster", n)
+	healthy = true
+	return id
 }
 
 // dumpEtcd logs the containers' logs of the first n pods.

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
@@ -23,22 +25,26 @@ func (b *bed) waitRedis(n int, timeout time.Duration) string {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("redis", n)
-	deadline := time.Now().Add(timeout)
-	for {
+	healthy := false
+	defer func() {
+		if !healthy { // the wait failed: the logs say why
+			b.dumpRedis(n + 2)
+		}
+	}()
+	var primary string
+	await.Poll{Timeout: timeout, Every: 2 * time.Second}.Check(b.t, func() error {
 		v := apps.JudgeRedis(apps.ReadRedisAll(context.Background(), ex, b.ns, pods), pods)
 		if v.Split() {
-			b.dumpRedis(n + 2)
 			b.t.Fatalf("two primaries: %s", v.Detail)
 		}
-		if v.Healthy {
-			return v.Primary()
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpRedis(n + 2)
-			b.t.Fatalf("no primary with %d replicas within %s: %s", n-1, timeout, v.Detail)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		primary = v.Primary()
+		return nil
+	}, "a primary with %d replicas", n-1)
+	healthy = true
+	return primary
 }
 
 // dumpRedis logs the containers' logs of the first n pods.

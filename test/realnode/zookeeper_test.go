@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
@@ -33,30 +35,30 @@ func (b *bed) waitZookeeper(set, container string, n int, marker string, timeout
 	if marker != "" {
 		path = zkMarker
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	healthy := false
+	defer func() {
+		if !healthy { // the wait failed: the logs say why
+			b.dumpZookeeper(set, n+2)
+		}
+	}()
+	await.Poll{Timeout: timeout, Every: 3 * time.Second}.Check(b.t, func() error {
 		v := apps.JudgeZookeeper(apps.ReadZookeeperAll(context.Background(), ex, b.ns, pods, container, ""), pods, false)
 		if v.Healthy && path != "" {
 			// The markers, only once the ensemble looks whole (a JVM each).
 			v = apps.JudgeZookeeper(apps.ReadZookeeperAll(context.Background(), ex, b.ns, pods, container, path), pods, true)
 			if v.Healthy && (len(v.Markers) != 1 || v.Markers[0] != marker) {
-				b.dumpZookeeper(set, n+2)
 				b.t.Fatalf("ensemble marker %q, want %q: another ensemble", v.Markers, marker)
 			}
 		}
 		if len(v.Markers) > 1 {
-			b.dumpZookeeper(set, n+2)
 			b.t.Fatalf("split brain: %s", v.Detail)
 		}
-		if v.Healthy {
-			return
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpZookeeper(set, n+2)
-			b.t.Fatalf("no %d-member ZooKeeper ensemble within %s: %s", n, timeout, v.Detail)
-		}
-		time.Sleep(3 * time.Second)
-	}
+		return nil
+	}, "a %d-member ZooKeeper ensemble", n)
+	healthy = true
 }
 
 // dumpZookeeper logs the containers' logs of the first n pods of set, but
