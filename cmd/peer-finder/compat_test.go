@@ -14,7 +14,9 @@ import (
 
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/internal/testing/pfbinary"
+	"github.com/flockd/flock/peerfinder/membership"
 )
 
 // These tests run the real peer-finder binary against a real DNS server on
@@ -135,8 +137,8 @@ func TestInitModeWaitsForSelfThenRunsOnStartOnceAndExits(t *testing.T) {
 	if len(rs) != 1 || rs[0].name != "on-start" || rs[0].stdin != want {
 		t.Fatalf("runs = %+v, want one on-start with %q", rs, want)
 	}
-	if n := strings.Count(p.Stderr.String(), "self-not-found"); n != 1 {
-		t.Errorf("logged self-not-found %d times, want once per change of state:\n%s", n, p.Stderr)
+	if recs := p.Find("waiting before delivery", "reason", string(membership.WaitSelf)); len(recs) != 1 {
+		t.Errorf("logged self-not-found %d times, want once per change of state: %v", len(recs), recs)
 	}
 }
 
@@ -249,10 +251,14 @@ func TestFailedOnChangeThenRevertedSetRunsAgain(t *testing.T) {
 	dns.SetSRV(svc, a...) // before the retry: it gets A
 	waitFile(t, runs, func(s string) bool { return strings.HasSuffix(s, "4\n3\n") })
 	// The recovery is logged after the run that configured A, not instead.
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.Stderr.String(), "sink recovered") })
-	log := p.Stderr.String()
-	after := log[strings.LastIndex(log, "sink failing"):]
-	if ran := strings.Index(after, "hook ran"); ran < 0 || ran > strings.Index(after, "sink recovered") {
-		t.Errorf("'sink recovered' without a run of on-change since it failed:\n%s", after)
+	await.Until(t, func() bool { return len(p.Find("sink recovered")) > 0 }, "a \"sink recovered\" record")
+	msgs := logtest.Messages(p.Logs())
+	failed := len(msgs) - 1
+	for failed >= 0 && msgs[failed] != "sink failing" {
+		failed--
+	}
+	after := msgs[failed+1:] // since the last failure
+	if ran, recovered := slices.Index(after, "hook ran"), slices.Index(after, "sink recovered"); failed < 0 || ran < 0 || ran > recovered {
+		t.Errorf("'sink recovered' without a run of on-change since it failed: %q", msgs)
 	}
 }

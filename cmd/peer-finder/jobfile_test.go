@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/pfbinary"
 )
@@ -33,9 +32,7 @@ func TestMPIHostfileAndTorchRendezvous(t *testing.T) {
 		"-hosts-file="+hosts, "-hosts-expect=web=3", "-wait-for-all",
 		"-mpi-hostfile="+hostfile, "-rendezvous=torch", "-rendezvous-file="+envFile,
 		"--", "sh", "-c", `cp "$2" "$3" && env > "$1.tmp" && mv "$1.tmp" "$1"`, "sh", childEnv, hostfile, seen)
-	await.Until(t, func() bool {
-		return strings.Contains(p.Stderr.String(), "reason=expected-names-missing") && strings.Contains(p.Stderr.String(), "web-2")
-	}, "the expected-names gate to be logged")
+	awaitNamesMissing(t, p, "web-2")
 	for _, f := range []string{hostfile, envFile, childEnv, seen} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s exists (%v) while web-2 has no address", f, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/pfbinary"
+	"github.com/flockd/flock/peerfinder/membership"
 )
 
 // SIGHUP and SIGQUIT stop peer-finder as SIGTERM does while no -- command
@@ -63,8 +64,8 @@ while :; do sleep 0.05; done
 					t.Errorf("%s: %q, %v; want the hook's process group to have got SIGTERM", f, b, err)
 				}
 			}
-			if log := p.Stderr.String(); !strings.Contains(log, "msg=stopping") || !strings.Contains(log, tc.sig.String()) {
-				t.Errorf("no record of stopping on %v:\n%s", tc.sig, log)
+			if recs := p.Find("stopping"); len(recs) != 1 || !strings.Contains(recs[0].Attrs["cause"], tc.sig.String()) {
+				t.Errorf("no record of stopping on %v: %v", tc.sig, recs)
 			}
 		})
 	}
@@ -78,7 +79,7 @@ func TestHUPInExecMode(t *testing.T) {
 		dns := dnstest.New(t)
 		dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}) // self missing
 		p := start(t, append(common(dns.Addr()), "--", "true")...)
-		waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.Stderr.String(), "self-not-found") })
+		awaitWaiting(t, p, membership.WaitSelf)
 		if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}

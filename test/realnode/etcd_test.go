@@ -18,6 +18,7 @@ import (
 
 	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
@@ -281,7 +282,7 @@ func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
 	if err != nil || rec == nil || rec.UID != string(pod.UID) {
 		t.Errorf("cluster record %+v (%v), want the new etcd-0 (uid %s) as the pod that formed", rec, err, pod.UID)
 	}
-	if log := b.logs("etcd-0", "bootstrap", false); !strings.Contains(log, "role=form") {
+	if log := b.logs("etcd-0", "bootstrap", false); len(logtest.Find(logtest.ParseText(log), "", "role", "form")) == 0 {
 		t.Errorf("etcd-0 was not told form for its kept claim:\n%s", log)
 	}
 }

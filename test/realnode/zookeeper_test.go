@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
@@ -247,7 +248,7 @@ func TestAppZookeeperUpstreamShape(t *testing.T) {
 		b.waitZookeeper("zoo", apps.ZookeeperContainer, 3, "", 8*time.Minute)
 		t.Logf("3 members formed one ensemble after %s", time.Since(start).Round(time.Second))
 		log := b.logs("zoo-0", "bootstrap", false)
-		if !strings.Contains(log, "hook ran") || !strings.Contains(log, "command=/work-dir/on-start.sh") {
+		if len(logtest.Find(logtest.ParseText(log), "hook ran", "command", "/work-dir/on-start.sh")) == 0 { // the quotes stripped
 			t.Errorf("zoo-0's peer-finder does not say it ran /work-dir/on-start.sh:\n%s", log)
 		}
 		if log := b.logs("zoo-2", "bootstrap", false); !strings.Contains(log, "on-start: added as server.3=") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/await"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 )
 
@@ -63,6 +64,16 @@ func Start(t testing.TB, name, prog string, args []string, o Options) *Process {
 		}
 	})
 	return p
+}
+
+// Logs returns the records peer-finder has logged so far (its default text
+// format, read back by logtest.ParseText), oldest first.
+func (p *Process) Logs() []logtest.Record { return logtest.ParseText(p.Stderr.String()) }
+
+// Find returns the records logged so far with message msg and the
+// attributes kv (logtest.Find).
+func (p *Process) Find(msg string, kv ...string) []logtest.Record {
+	return logtest.Find(p.Logs(), msg, kv...)
 }
 
 // Done is closed when the process has exited.
