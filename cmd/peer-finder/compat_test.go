@@ -124,7 +124,8 @@ func TestInitModeWaitsForSelfThenRunsOnStartOnceAndExits(t *testing.T) {
 	dir := t.TempDir()
 	// The quotes arrive literally, as from Kubernetes' ZooKeeper manifest.
 	p := start(t, append(common(dns.Addr()), `-on-start="`+recorder(t, dir, "on-start", false)+`"`)...)
-	time.Sleep(300 * time.Millisecond) // several polls without self
+	// The engine has judged the set without self (and polls on).
+	await.Until(t, func() bool { return len(p.Find("waiting before delivery", "reason", string(membership.WaitSelf))) > 0 }, "delivery to wait for self")
 	if rs := runs(t, dir); len(rs) != 0 {
 		t.Fatalf("a hook ran before self was found: %+v", rs)
 	}
@@ -151,7 +152,8 @@ func TestSidecarRunsOnChangeForEveryChange(t *testing.T) {
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
 	waitRuns(t, dir, 2)
 	dns.SetBehaviour(svc, dnstest.Behaviour{Rcode: 2}) // SERVFAIL: keep the last set
-	time.Sleep(300 * time.Millisecond)
+	failed := dns.Queries("udp")
+	await.Until(t, func() bool { return dns.Queries("udp") >= failed+6 }, "6 queries answered SERVFAIL")
 	dns.SetBehaviour(svc, dnstest.Behaviour{})
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(3), Port: 80})
 	rs := waitRuns(t, dir, 3)

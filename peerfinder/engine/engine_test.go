@@ -298,14 +298,14 @@ func run(t *testing.T, e *Engine) error {
 
 func waitStatus(t *testing.T, e *Engine, ok func(Status) bool) Status {
 	t.Helper()
-	for range 1000 {
-		if s := e.Status(); ok(s) {
-			return s
+	var s Status
+	await.Check(t, func() error {
+		if s = e.Status(); !ok(s) {
+			return fmt.Errorf("status %+v", s)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("status never matched: %+v", e.Status())
-	return Status{}
+		return nil
+	}, "the engine's status to match")
+	return s
 }
 
 // chanSize is a SizeSource forwarding whatever the test sends on in.

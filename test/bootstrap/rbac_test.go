@@ -213,7 +213,16 @@ func TestRBACExamples(t *testing.T) {
 
 			// Nothing granted: a real run says what is refused and retries.
 			setRules(t, c, ns, role, nil)
-			time.Sleep(time.Second)
+			// The authorizer has seen it: diagnose names every verb missing.
+			await.Poll{Every: 200 * time.Millisecond}.Check(t, func() error {
+				_, out, _ := p.main(t.Context(), "-diagnose")
+				for _, perm := range permissions(role) {
+					if !strings.Contains(out, "MISSING  "+perm.text+" ") {
+						return fmt.Errorf("%s not missing yet:\n%s", perm.text, out)
+					}
+				}
+				return nil
+			}, "diagnose to find every permission missing")
 			h = newHook(t)
 			code, _, stderr = p.main(t.Context(), "-on-start="+h.command(), "-bootstrap-timeout=5s")
 			if code != peerfinder.ExitBootstrapTimeout {

@@ -222,7 +222,13 @@ func TestForbidden(t *testing.T) {
 	c.WaitFor(t, "the forbidden log line", wait, func(context.Context) (bool, error) {
 		return len(logs.lines("forbids")) > 0, nil
 	})
-	time.Sleep(5 * time.Second) // several retries (backoff from 800ms)
+	forbiddenFailures := func() float64 {
+		return testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
+			testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
+	}
+	// Several retries (backoff from 800ms), each counted.
+	await.Poll{Timeout: wait, Every: 100 * time.Millisecond}.Until(t, func() bool { return forbiddenFailures() >= 3 },
+		"3 forbidden failures counted in flock_kube_list_watch_failures_total")
 	lines := logs.lines("forbids")
 	if len(lines) != 1 {
 		t.Fatalf("want one forbidden line, got %d:\n%s", len(lines), strings.Join(lines, ""))
@@ -235,14 +241,7 @@ func TestForbidden(t *testing.T) {
 	if _, ok := w.Latest(); ok {
 		t.Error("a snapshot was sent while forbidden")
 	}
-	// Every retry is counted, the log line is not repeated.
-	forbiddenFailures := func() float64 {
-		return testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
-			testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
-	}
-	if n := forbiddenFailures(); n < 2 {
-		t.Errorf("flock_kube_list_watch_failures_total{reason=forbidden} = %v, want >= 2 after 5s of retries", n)
-	}
+	// Every retry is counted (awaited above), the log line is not repeated.
 	if v := testutil.ToFloat64(metrics.Failing.WithLabelValues(res)); v != 1 {
 		t.Errorf("flock_kube_list_watch_failing = %v while forbidden, want 1", v)
 	}

@@ -457,8 +457,8 @@ func TestRunReturnsOnCancelWhileSending(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, make(chan []peer.Peer)) }() // nobody receives
-	time.Sleep(50 * time.Millisecond)
+	go func() { done <- src.Run(ctx, make(chan []peer.Peer)) }()                    // nobody receives
+	await.Until(t, func() bool { return s.Queries("udp") > 0 }, "the first lookup") // then Run sends
 	cancel()
 	select {
 	case err := <-done:
