@@ -17,6 +17,7 @@ package clustertest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -328,7 +329,10 @@ func (c *Cluster) WaitFor(t testing.TB, what string, timeout time.Duration, cond
 		if err != nil {
 			last = err
 		}
-		return fmt.Errorf("last error: %v", last)
+		if last == nil {
+			return errors.New("not yet, no error")
+		}
+		return fmt.Errorf("last error: %w", last)
 	}, "%s", what)
 }
 

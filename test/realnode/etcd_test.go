@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/kube/clientset"
-	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
@@ -69,14 +68,8 @@ func (b *bed) waitEtcd(n int, timeout time.Duration) uint64 {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("etcd", n)
-	healthy := false
-	defer func() {
-		if !healthy { // the wait failed: the logs say why
-			b.dumpEtcd(n + 2)
-		}
-	}()
 	var id uint64
-	await.Poll{Timeout: timeout, Every: 2 * time.Second}.Check(b.t, func() error {
+	b.waitApp(fmt.Sprintf("a healthy %d-member etcd cluster", n), timeout, 2*time.Second, func() { b.dumpEtcd(n + 2) }, func() error {
 		v := apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
 		if v.Split() {
 			b.t.Fatalf("split brain: %s", v.Detail)
@@ -86,8 +79,7 @@ func (b *bed) waitEtcd(n int, timeout time.Duration) uint64 {
 		}
 		id = v.ClusterIDs[0]
 		return nil
-	}, "a healthy %d-member etcd cluster", n)
-	healthy = true
+	})
 	return id
 }
 

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
@@ -25,14 +25,8 @@ func (b *bed) waitRedis(n int, timeout time.Duration) string {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("redis", n)
-	healthy := false
-	defer func() {
-		if !healthy { // the wait failed: the logs say why
-			b.dumpRedis(n + 2)
-		}
-	}()
 	var primary string
-	await.Poll{Timeout: timeout, Every: 2 * time.Second}.Check(b.t, func() error {
+	b.waitApp(fmt.Sprintf("a primary with %d replicas", n-1), timeout, 2*time.Second, func() { b.dumpRedis(n + 2) }, func() error {
 		v := apps.JudgeRedis(apps.ReadRedisAll(context.Background(), ex, b.ns, pods), pods)
 		if v.Split() {
 			b.t.Fatalf("two primaries: %s", v.Detail)
@@ -42,8 +36,7 @@ func (b *bed) waitRedis(n int, timeout time.Duration) string {
 		}
 		primary = v.Primary()
 		return nil
-	}, "a primary with %d replicas", n-1)
-	healthy = true
+	})
 	return primary
 }
 

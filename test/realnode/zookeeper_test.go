@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
@@ -36,13 +35,7 @@ func (b *bed) waitZookeeper(set, container string, n int, marker string, timeout
 	if marker != "" {
 		path = zkMarker
 	}
-	healthy := false
-	defer func() {
-		if !healthy { // the wait failed: the logs say why
-			b.dumpZookeeper(set, n+2)
-		}
-	}()
-	await.Poll{Timeout: timeout, Every: 3 * time.Second}.Check(b.t, func() error {
+	b.waitApp(fmt.Sprintf("a %d-member ZooKeeper ensemble", n), timeout, 3*time.Second, func() { b.dumpZookeeper(set, n+2) }, func() error {
 		v := apps.JudgeZookeeper(apps.ReadZookeeperAll(context.Background(), ex, b.ns, pods, container, ""), pods, false)
 		if v.Healthy && path != "" {
 			// The markers, only once the ensemble looks whole (a JVM each).
@@ -58,8 +51,7 @@ func (b *bed) waitZookeeper(set, container string, n int, marker string, timeout
 			return errors.New(v.Detail)
 		}
 		return nil
-	}, "a %d-member ZooKeeper ensemble", n)
-	healthy = true
+	})
 }
 
 // dumpZookeeper logs the containers' logs of the first n pods of set, but

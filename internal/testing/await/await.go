@@ -109,7 +109,7 @@ func (p Poll) Check(t testing.TB, check func() error, what string, args ...any) 
 			return
 		}
 		if time.Now().After(deadline) {
-			if err == errNotYet {
+			if errors.Is(err, errNotYet) {
 				t.Fatalf("waited %s for %s", timeout, fmt.Sprintf(what, args...))
 			}
 			t.Fatalf("waited %s for %s: %v", timeout, fmt.Sprintf(what, args...), err)
