@@ -2,7 +2,9 @@ package pfbinary
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +23,10 @@ type Process struct {
 	Stdout, Stderr *syncbuf.Buffer
 	done           chan struct{}
 	status         int
+
+	mu     sync.Mutex       // guards the two below
+	parsed []logtest.Record // Stderr's records up to off, read once
+	off    int
 }
 
 // Options are how Start runs a process.
@@ -67,8 +73,18 @@ func Start(t testing.TB, name, prog string, args []string, o Options) *Process {
 }
 
 // Logs returns the records peer-finder has logged so far (its default text
-// format, read back by logtest.ParseText), oldest first.
-func (p *Process) Logs() []logtest.Record { return logtest.ParseText(p.Stderr.String()) }
+// format, read back by logtest.ParseText), oldest first. Each line is read
+// once, when complete: a wait may call Logs every few milliseconds.
+func (p *Process) Logs() []logtest.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.Stderr.String()
+	if end := strings.LastIndexByte(s, '\n') + 1; end > p.off {
+		p.parsed = append(p.parsed, logtest.ParseText(s[p.off:end])...)
+		p.off = end
+	}
+	return slices.Clone(p.parsed)
+}
 
 // Find returns the records logged so far with message msg and the
 // attributes kv (logtest.Find).
