@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/need"
 )
 
@@ -136,29 +138,25 @@ func TestReapsOrphansAsPID1(t *testing.T) {
 	// $! is the pid inside the namespace; find the host pid by NSpid.
 	nsPid := strings.TrimSpace(string(out))
 	host := findByNSPid(t, pause.Process.Pid, nsPid)
-	deadline := time.Now().Add(10 * time.Second)
 	sawZombie := false
-	for {
+	await.Poll{Every: 20 * time.Millisecond}.Check(t, func() error {
 		st, err := os.ReadFile("/proc/" + host + "/stat")
 		if errors.Is(err, os.ErrNotExist) {
-			break // reaped
+			return nil // reaped
 		}
 		if err == nil && statState(string(st)) == "Z" {
 			sawZombie = true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan %s (ns pid %s) still there 10s later (zombie seen: %v): %s", host, nsPid, sawZombie, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("still there (zombie seen: %v): %s", sawZombie, st)
+	}, "orphan %s (ns pid %s) to be reaped", host, nsPid)
 }
 
 // findByNSPid returns the host pid of the child of ppid whose pid in its
 // namespace is nsPid.
 func findByNSPid(t *testing.T, ppid int, nsPid string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	var host string
+	await.Poll{Every: 10 * time.Millisecond}.Until(t, func() bool {
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			status, err := os.ReadFile("/proc/" + e.Name() + "/status")
@@ -176,13 +174,13 @@ func findByNSPid(t *testing.T, ppid int, nsPid string) string {
 				}
 			}
 			if parent == strconv.Itoa(ppid) && nspid == nsPid {
-				return e.Name()
+				host = e.Name()
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no child of pause (%d) with namespace pid %s: the orphan was not reparented to pause", ppid, nsPid)
-	return ""
+		return false
+	}, "a child of pause (%d) with namespace pid %s: the orphan reparented to pause", ppid, nsPid)
+	return host
 }
 
 func statState(stat string) string {

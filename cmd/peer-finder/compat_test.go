@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/internal/testing/pfbinary"
-	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/peerfinder/membership"
 )
 
 // These tests run the real peer-finder binary against a real DNS server on
@@ -84,22 +86,18 @@ func runs(t *testing.T, dir string) []run {
 
 func waitRuns(t *testing.T, dir string, n int) []run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if rs := runs(t, dir); len(rs) >= n {
-			return rs
+	var rs []run
+	await.Poll{Every: 20 * time.Millisecond}.Check(t, func() error {
+		if rs = runs(t, dir); len(rs) < n {
+			return fmt.Errorf("have %+v", rs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("wanted %d hook runs, have %+v", n, runs(t, dir))
-	return nil
+		return nil
+	}, "%d hook runs", n)
+	return rs
 }
 
-type process struct {
-	cmd    *exec.Cmd
-	stderr *syncbuf.Buffer // read while peer-finder writes it
-	done   chan error
-}
+// process is peer-finder run by these tests.
+type process = pfbinary.Process
 
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
@@ -107,41 +105,11 @@ func start(t *testing.T, args ...string) *process {
 }
 
 // startProgram starts prog (peer-finder, or a wrapper that execs it) like
-// start.
+// start: with the test's environment and POD_NAMESPACE=ns1, killed (its
+// whole process group) at the end of the test.
 func startProgram(t *testing.T, prog string, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(prog, args...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
-	p := &process{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	// Its own process group, killed whole at the end: a command after --
-	// that outlives peer-finder must not keep the test waiting for stderr.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			t.Logf("peer-finder stderr:\n%s", p.stderr)
-		}
-	})
-	return p
-}
-
-func (p *process) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		p.done <- nil
-		return pfbinary.ExitStatus(p.cmd.ProcessState)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("peer-finder did not exit")
-		return -1
-	}
+	return pfbinary.Start(t, "peer-finder", prog, args, pfbinary.Options{Env: append(os.Environ(), "POD_NAMESPACE=ns1")})
 }
 
 func common(server string) []string {
@@ -156,12 +124,13 @@ func TestInitModeWaitsForSelfThenRunsOnStartOnceAndExits(t *testing.T) {
 	dir := t.TempDir()
 	// The quotes arrive literally, as from Kubernetes' ZooKeeper manifest.
 	p := start(t, append(common(dns.Addr()), `-on-start="`+recorder(t, dir, "on-start", false)+`"`)...)
-	time.Sleep(300 * time.Millisecond) // several polls without self
+	// The engine has judged the set without self (and polls on).
+	await.Until(t, func() bool { return len(p.Find("waiting before delivery", "reason", string(membership.WaitSelf))) > 0 }, "delivery to wait for self")
 	if rs := runs(t, dir); len(rs) != 0 {
 		t.Fatalf("a hook ran before self was found: %+v", rs)
 	}
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(2), Port: 80}, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	rs := runs(t, dir)
@@ -169,8 +138,8 @@ func TestInitModeWaitsForSelfThenRunsOnStartOnceAndExits(t *testing.T) {
 	if len(rs) != 1 || rs[0].name != "on-start" || rs[0].stdin != want {
 		t.Fatalf("runs = %+v, want one on-start with %q", rs, want)
 	}
-	if n := strings.Count(p.stderr.String(), "self-not-found"); n != 1 {
-		t.Errorf("logged self-not-found %d times, want once per change of state:\n%s", n, p.stderr)
+	if recs := p.Find("waiting before delivery", "reason", string(membership.WaitSelf)); len(recs) != 1 {
+		t.Errorf("logged self-not-found %d times, want once per change of state: %v", len(recs), recs)
 	}
 }
 
@@ -183,14 +152,15 @@ func TestSidecarRunsOnChangeForEveryChange(t *testing.T) {
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
 	waitRuns(t, dir, 2)
 	dns.SetBehaviour(svc, dnstest.Behaviour{Rcode: 2}) // SERVFAIL: keep the last set
-	time.Sleep(300 * time.Millisecond)
+	failed := dns.Queries("udp")
+	await.Until(t, func() bool { return dns.Queries("udp") >= failed+6 }, "6 queries answered SERVFAIL")
 	dns.SetBehaviour(svc, dnstest.Behaviour{})
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(3), Port: 80})
 	rs := waitRuns(t, dir, 3)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("exit status after SIGTERM = %d, want 0", code)
 	}
 	want := []run{
@@ -211,13 +181,7 @@ func TestOnStartThenOnChangeAndFailingHookRetriedWithNewestSet(t *testing.T) {
 		"-on-start="+recorder(t, dir, "on-start", true),
 		"-on-change="+recorder(t, dir, "on-change", false))...)
 	// The first on-start fails; while it backs off the set grows.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, err := os.Stat(filepath.Join(dir, ".failed-on-start")); err != nil; _, err = os.Stat(filepath.Join(dir, ".failed-on-start")) {
-		if time.Now().After(deadline) {
-			t.Fatal("on-start never ran")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, func() bool { _, err := os.Stat(filepath.Join(dir, ".failed-on-start")); return err == nil }, "on-start to run")
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
 	rs := waitRuns(t, dir, 1)
 	if rs[0].name != "on-start" {
@@ -289,10 +253,14 @@ func TestFailedOnChangeThenRevertedSetRunsAgain(t *testing.T) {
 	dns.SetSRV(svc, a...) // before the retry: it gets A
 	waitFile(t, runs, func(s string) bool { return strings.HasSuffix(s, "4\n3\n") })
 	// The recovery is logged after the run that configured A, not instead.
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
-	log := p.stderr.String()
-	after := log[strings.LastIndex(log, "sink failing"):]
-	if ran := strings.Index(after, "hook ran"); ran < 0 || ran > strings.Index(after, "sink recovered") {
-		t.Errorf("'sink recovered' without a run of on-change since it failed:\n%s", after)
+	await.Until(t, func() bool { return len(p.Find("sink recovered")) > 0 }, "a \"sink recovered\" record")
+	msgs := logtest.Messages(p.Logs())
+	failed := len(msgs) - 1
+	for failed >= 0 && msgs[failed] != "sink failing" {
+		failed--
+	}
+	after := msgs[failed+1:] // since the last failure
+	if ran, recovered := slices.Index(after, "hook ran"), slices.Index(after, "sink recovered"); failed < 0 || ran < 0 || ran > recovered {
+		t.Errorf("'sink recovered' without a run of on-change since it failed: %q", msgs)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,7 @@ mv "$f.tmp" "$f"
 	if want := fmt.Sprintf("files %d %d\n", n-1, n-1); second != want {
 		t.Errorf("second run: %q, want %q (both lists in files)", second, want)
 	}
-	if !strings.Contains(p.stderr.String(), "hook peer lists passed in files") {
-		t.Errorf("no warning that the lists went to files")
+	if recs := p.Find("hook peer lists passed in files"); len(recs) == 0 || recs[0].Level != slog.LevelWarn {
+		t.Errorf("no warning that the lists went to files: %v", recs)
 	}
 }

@@ -48,7 +48,7 @@ cat > "$D/stdin.tmp"; mv "$D/stdin.tmp" "$D/stdin"
 
 	// A newer set is published while the hook runs; then the hook dies.
 	dns.Peers(svc, "web", 2, 80)
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "peers=2") })
+	await.Until(t, func() bool { return len(p.Find("", "peers", "2")) > 0 }, "a record of the set of 2")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the hook: %v", err)
 	}
@@ -56,11 +56,10 @@ cat > "$D/stdin.tmp"; mv "$D/stdin.tmp" "$D/stdin"
 	if want := fqdn(0) + "\n" + fqdn(1); got != want {
 		t.Errorf("the retry got stdin %q, want the newest set %q", got, want)
 	}
-	log := p.stderr.String()
-	if !strings.Contains(log, "signal: killed") {
-		t.Errorf("the killed run is not reported as failed with its signal:\n%s", log)
+	if failed := p.Find("delivery failed, will retry with the newest set"); len(failed) == 0 || !strings.Contains(failed[0].Attrs["err"], "signal: killed") {
+		t.Errorf("the killed run is not reported as failed with its signal: %v", failed)
 	}
-	await.Until(t, func() bool { return len(zombiesOf(p.cmd.Process.Pid)) == 0 }, "no zombie under peer-finder")
+	await.Until(t, func() bool { return len(zombiesOf(p.Cmd.Process.Pid)) == 0 }, "no zombie under peer-finder")
 	await.Until(t, func() bool { return !running(bg) }, "the killed hook's background process %d gone", bg)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,10 +38,10 @@ func TestFIFOAtHostsFileFailsThatSinkOnly(t *testing.T) {
 	}
 
 	begin := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("exit status after SIGTERM = %d, want 0", code)
 	}
 	// Not a measure of speed: a read blocked on the FIFO held SIGTERM off
@@ -56,17 +55,12 @@ func TestFIFOAtHostsFileFailsThatSinkOnly(t *testing.T) {
 // that it and /readyz name the sink and path, and the record says why.
 func assertSinkFailing(t *testing.T, p *process, sink, path, why string) {
 	t.Helper()
-	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), "sink failing") }, "a \"sink failing\" record")
-	log := p.stderr.String()
-	failing := lineWith(log, "sink failing")
-	if !strings.Contains(failing, "sink="+sink) || !strings.Contains(failing, path) || !strings.Contains(failing, why) {
-		t.Errorf("the failing record does not name the sink, %s and %q:\n%s", path, why, failing)
+	await.Until(t, func() bool { return len(p.Find("sink failing")) > 0 }, "a \"sink failing\" record")
+	failing := p.Find("sink failing")[0]
+	if err := failing.Attrs["err"]; failing.Attrs["sink"] != sink || !strings.Contains(err, path) || !strings.Contains(err, why) {
+		t.Errorf("the failing record does not name the sink, %s and %q: %v", path, why, failing)
 	}
-	addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
-	if addr == nil {
-		t.Fatalf("no metrics address in:\n%s", log)
-	}
-	ready := httpGet(t, "http://"+addr[1]+"/readyz")
+	ready := httpGet(t, "http://"+metricsAddr(t, p)+"/readyz")
 	t.Logf("log: %s\n/readyz: %s", failing, ready)
 	if !strings.Contains(ready, "sink "+sink+" failing") || !strings.Contains(ready, path) {
 		t.Errorf("/readyz does not name the failing sink and %s:\n%s", path, ready)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/pfbinary"
 )
@@ -33,17 +32,15 @@ func TestMPIHostfileAndTorchRendezvous(t *testing.T) {
 		"-hosts-file="+hosts, "-hosts-expect=web=3", "-wait-for-all",
 		"-mpi-hostfile="+hostfile, "-rendezvous=torch", "-rendezvous-file="+envFile,
 		"--", "sh", "-c", `cp "$2" "$3" && env > "$1.tmp" && mv "$1.tmp" "$1"`, "sh", childEnv, hostfile, seen)
-	await.Until(t, func() bool {
-		return strings.Contains(p.stderr.String(), "reason=expected-names-missing") && strings.Contains(p.stderr.String(), "web-2")
-	}, "the expected-names gate to be logged")
+	awaitNamesMissing(t, p, "web-2")
 	for _, f := range []string{hostfile, envFile, childEnv, seen} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s exists (%v) while web-2 has no address", f, err)
 		}
 	}
 	dns.Peers(svc, "web", 3, 80)
-	if code := p.wait(t); code != 0 {
-		t.Fatalf("exit status %d, want the command's 0\n%s", code, p.stderr)
+	if code := p.Wait(t); code != 0 {
+		t.Fatalf("exit status %d, want the command's 0\n%s", code, p.Stderr)
 	}
 	if b, _ := os.ReadFile(seen); string(b) != "web-0 slots=1\nweb-1 slots=1\nweb-2 slots=1\n" {
 		t.Errorf("MPI hostfile the command saw:\n%s", b)

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,11 +74,10 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 		}
-		if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
+		if p.Exited() {
+			t.Fatalf("kill %d: peer-finder exited by itself first, status %d", i, p.Status())
 		}
-		<-p.done
-		p.done <- nil // for start's cleanup
+		p.Kill() // its process group
 		checkWholeHosts(t, i, hosts)
 		checkWholeJSON(t, i, doc)
 		for _, n := range tempFiles(dir) {
@@ -101,8 +100,8 @@ func TestSIGKILLedMidWriteAndRestarted(t *testing.T) {
 	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, fmt.Sprintf("web-%d\n", killSizes[1]-1)) })
 	// The files may already hold that answer from a killed run: wait for
 	// the restarted process itself to have delivered it (both sinks applied).
-	delivered := fmt.Sprintf("msg=\"peers delivered\" generation=1 peers=%d", killSizes[1])
-	await.Until(t, func() bool { return strings.Contains(p.stderr.String(), delivered) }, "the restarted peer-finder delivered %s", delivered)
+	peers := strconv.Itoa(killSizes[1])
+	await.Until(t, func() bool { return len(p.Find("peers delivered", "generation", "1", "peers", peers)) > 0 }, "the restarted peer-finder to deliver its %s peers", peers)
 	checkWholeHosts(t, kills, hosts)
 	checkWholeJSON(t, kills, doc)
 	if left := tempFiles(dir); len(left) > 0 {

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/elftest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/pfbinary"
-	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/prometheus/procfs"
 )
 
@@ -28,10 +29,10 @@ func TestExecModeKillTimeoutOnSIGTERM(t *testing.T) {
 	script := fmt.Sprintf(`trap '' TERM; touch %s; while :; do sleep 0.02; done`, started)
 	p := start(t, append(common(dns.Addr()), "-kill-timeout=300ms", "--", "sh", "-c", script)...)
 	waitFile(t, started, func(string) bool { _, err := os.Stat(started); return err == nil })
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 128+int(syscall.SIGKILL) {
+	if code := p.Wait(t); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("exit status %d, want %d (the command SIGKILLed after -kill-timeout)", code, 128+int(syscall.SIGKILL))
 	}
 }
@@ -64,12 +65,12 @@ func TestInitModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
 			if tc.self {
 				waitFile(t, ran, func(string) bool { _, err := os.Stat(ran); return err == nil })
 			} else {
-				waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "self-not-found") })
+				awaitWaiting(t, p, membership.WaitSelf)
 			}
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if code := p.wait(t); code != 4 {
+			if code := p.Wait(t); code != 4 {
 				t.Fatalf("exit status %d, want 4 (init mode stopped before it delivered)", code)
 			}
 		})
@@ -117,8 +118,8 @@ func TestExecModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
 			} else {
 				p = start(t, args...)
 			}
-			waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "self-not-found") })
-			target := p.cmd.Process.Pid
+			awaitWaiting(t, p, membership.WaitSelf)
+			target := p.Cmd.Process.Pid
 			if tc.pid1 { // signal peer-finder itself, not unshare
 				pf := childrenOf(target)
 				if len(pf) != 1 {
@@ -129,7 +130,7 @@ func TestExecModeStoppedBeforeDeliveryIsNoSuccess(t *testing.T) {
 			if err := syscall.Kill(target, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if code := p.wait(t); code != 4 {
+			if code := p.Wait(t); code != 4 {
 				t.Fatalf("exit status %d, want 4 (stopped before the command ran)", code)
 			}
 			if _, err := os.Stat(ran); err == nil {
@@ -221,55 +222,33 @@ func TestPID1ReapsOrphansOfHooks(t *testing.T) {
 	if err != nil {
 		t.Skip("needs unshare(1) to start peer-finder as pid 1 with its own /proc")
 	}
-	cmd := exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", binary}, append(common(dns.Addr()), "-on-change="+hook)...)...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=ns1")
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start in a new pid namespace: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("peer-finder stderr:\n%s", stderr.String())
-		}
-	}()
+	p := startProgram(t, unshare, append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", binary}, append(common(dns.Addr()), "-on-change="+hook)...)...)
 	runs := filepath.Join(dir, "runs")
 	count := func() int { e, _ := os.ReadDir(runs); return len(e) }
 	// The first run fails; its retry must come (its status was not stolen).
 	for n := 2; n <= 5; n++ {
-		deadline := time.Now().Add(30 * time.Second)
-		for count() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d hook runs, want %d", count(), n)
+		await.Poll{Every: 20 * time.Millisecond}.Check(t, func() error {
+			if c := count(); c < n {
+				return fmt.Errorf("%d hook runs", c)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		}, "%d hook runs", n)
 		dns.Peers(svc, "web", n, 80)
 	}
 	// Every orphan exits after 50 ms; none may stay a zombie.
-	pf := childrenOf(cmd.Process.Pid) // peer-finder's pid as seen from here
+	pf := childrenOf(p.Cmd.Process.Pid) // peer-finder's pid as seen from here
 	if len(pf) != 1 {
 		t.Fatalf("unshare has children %v, want exactly peer-finder", pf)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		z := zombiesOf(pf[0])
-		if len(z) == 0 {
-			break
+	await.Poll{Every: 50 * time.Millisecond}.Check(t, func() error {
+		if z := zombiesOf(pf[0]); len(z) > 0 {
+			return fmt.Errorf("zombies %v", z)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zombies left under peer-finder (pid 1 of its namespace): %v", z)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "no zombie left under peer-finder (pid 1 of its namespace)")
 	// Only the first run failed: no hook's exit status was taken by the reaper.
-	if n := strings.Count(stderr.String(), "delivery failed"); n != 1 {
-		t.Errorf("%d failed deliveries, want 1 (the first run)", n)
+	if recs := p.Find("delivery failed, will retry with the newest set"); len(recs) != 1 {
+		t.Errorf("failed deliveries %v, want 1 (the first run)", recs)
 	}
 }
 
@@ -306,8 +285,8 @@ func TestBrokenHostsFileDoesNotBlockHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRuns(t, runs, 1)
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink failing") })
-	if n := strings.Count(p.stderr.String(), "sink failing"); n != 1 {
-		t.Errorf("%d 'sink failing' records, want 1", n)
+	await.Until(t, func() bool { return len(p.Find("sink failing")) > 0 }, "a \"sink failing\" record")
+	if recs := p.Find("sink failing"); len(recs) != 1 {
+		t.Errorf("'sink failing' records %v, want 1", recs)
 	}
 }

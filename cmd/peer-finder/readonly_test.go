@@ -1,19 +1,21 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/need"
+	"github.com/flockd/flock/peerfinder/membership"
 )
 
 // TestFileSinksOnReadOnlyMount runs the real binary with each file sink on a
@@ -70,19 +72,12 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 			script := `mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"`
 			p := startProgram(t, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, dir, binary}, args...)...)
 
-			waitFile(t, "/dev/null", func(string) bool {
-				return strings.Contains(p.stderr.String(), "sink failing") && strings.Contains(p.stderr.String(), "serving metrics")
-			})
-			log := p.stderr.String()
-			failing := lineWith(log, "sink failing")
-			if !strings.Contains(failing, path) || !strings.Contains(failing, "read-only file system") {
-				t.Errorf("the failing record does not name %s and the read-only file system:\n%s", path, failing)
+			await.Until(t, func() bool { return len(p.Find("sink failing")) > 0 }, "a \"sink failing\" record")
+			failing := p.Find("sink failing")[0]
+			if err := failing.Attrs["err"]; !strings.Contains(err, path) || !strings.Contains(err, "read-only file system") {
+				t.Errorf("the failing record does not name %s and the read-only file system: %v", path, failing)
 			}
-			addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
-			if addr == nil {
-				t.Fatalf("no metrics address in:\n%s", log)
-			}
-			ready := httpGet(t, "http://"+addr[1]+"/readyz")
+			ready := httpGet(t, "http://"+metricsAddr(t, p)+"/readyz")
 			t.Logf("log: %s\n/readyz: %s", failing, ready)
 			if !strings.Contains(ready, "failing") || !strings.Contains(ready, path) {
 				t.Errorf("/readyz does not name the failing sink and %s:\n%s", path, ready)
@@ -98,38 +93,64 @@ func TestFileSinksOnReadOnlyMount(t *testing.T) {
 				t.Errorf("%s holds %q, want the previous content %q whole", path, b, tc.previous)
 			}
 			noTempFiles(t, dir)
-			if n := strings.Count(p.stderr.String(), "sink failing"); n != 1 {
-				t.Errorf("%d 'sink failing' records, want 1 (one per change of state)", n)
+			if recs := p.Find("sink failing"); len(recs) != 1 {
+				t.Errorf("'sink failing' records %v, want 1 (one per change of state)", recs)
 			}
 
 			// Writable again (in peer-finder's mount namespace): the
 			// retry writes the newest set and the hook runs.
 			dns.Peers(svc, "web", 3, 80)
-			out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.cmd.Process.Pid), "-m", "mount", "-o", "remount,bind,rw", dir).CombinedOutput()
+			out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.Cmd.Process.Pid), "-m", "mount", "-o", "remount,bind,rw", dir).CombinedOutput()
 			if err != nil {
 				t.Fatalf("remount read-write: %v\n%s", err, out)
 			}
 			waitFile(t, path, func(s string) bool { return strings.Contains(s, "web-2") && strings.Contains(s, tc.written) })
-			waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
+			await.Until(t, func() bool { return len(p.Find("sink recovered")) > 0 }, "a \"sink recovered\" record")
 			rs := waitRuns(t, runDir, 1)
 			if last := rs[len(rs)-1]; !strings.Contains(last.stdin, fqdn(2)) {
-				waitFile(t, "/dev/null", func(string) bool {
+				await.Until(t, func() bool {
 					rs := runs(t, runDir)
 					return strings.Contains(rs[len(rs)-1].stdin, fqdn(2))
-				})
+				}, "a run of on-change with %s", fqdn(2))
 			}
 			noTempFiles(t, dir)
 		})
 	}
 }
 
-func lineWith(log, s string) string {
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, s) {
-			return l
+// awaitNamesMissing waits for p to log that delivery waits for the
+// expected names, name among those missing.
+func awaitNamesMissing(t *testing.T, p *process, name string) {
+	t.Helper()
+	await.Check(t, func() error {
+		for _, r := range p.Find("waiting before delivery", "reason", string(membership.WaitNames)) {
+			if strings.Contains(r.Attrs["detail"], name) {
+				return nil
+			}
 		}
-	}
-	return ""
+		return fmt.Errorf("records: %v", p.Logs())
+	}, "delivery waiting for the expected name %s", name)
+}
+
+// awaitWaiting waits for p to log that delivery waits for reason.
+func awaitWaiting(t *testing.T, p *process, reason membership.Reason) {
+	t.Helper()
+	await.Until(t, func() bool { return len(p.Find("waiting before delivery", "reason", string(reason))) > 0 }, "%s to log waiting for %s", p.Name, reason)
+}
+
+// metricsAddr returns the address p serves metrics and health on, as it
+// logged it.
+func metricsAddr(t *testing.T, p *process) string {
+	t.Helper()
+	var addr string
+	await.Until(t, func() bool {
+		recs := p.Find("serving metrics and health")
+		if len(recs) > 0 {
+			addr = recs[0].Attrs["addr"]
+		}
+		return addr != ""
+	}, "%s to log its metrics address", p.Name)
+	return addr
 }
 
 func httpGet(t *testing.T, url string) string {

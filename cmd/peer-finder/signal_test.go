@@ -13,6 +13,7 @@ import (
 	"github.com/flockd/flock/internal/testing/dnstest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/internal/testing/pfbinary"
+	"github.com/flockd/flock/peerfinder/membership"
 )
 
 // SIGHUP and SIGQUIT stop peer-finder as SIGTERM does while no -- command
@@ -55,7 +56,7 @@ while :; do sleep 0.05; done
 			if err := syscall.Kill(peerFinderPID(t, p, tc.pid1), tc.sig); err != nil {
 				t.Fatal(err)
 			}
-			if code := p.wait(t); code != 0 {
+			if code := p.Wait(t); code != 0 {
 				t.Fatalf("exit status %d, want 0 (a sidecar stopped, as by SIGTERM)", code)
 			}
 			for _, f := range []string{"term", "bg-term"} {
@@ -63,8 +64,8 @@ while :; do sleep 0.05; done
 					t.Errorf("%s: %q, %v; want the hook's process group to have got SIGTERM", f, b, err)
 				}
 			}
-			if log := p.stderr.String(); !strings.Contains(log, "msg=stopping") || !strings.Contains(log, tc.sig.String()) {
-				t.Errorf("no record of stopping on %v:\n%s", tc.sig, log)
+			if recs := p.Find("stopping"); len(recs) != 1 || !strings.Contains(recs[0].Attrs["cause"], tc.sig.String()) {
+				t.Errorf("no record of stopping on %v: %v", tc.sig, recs)
 			}
 		})
 	}
@@ -78,11 +79,11 @@ func TestHUPInExecMode(t *testing.T) {
 		dns := dnstest.New(t)
 		dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(1), Port: 80}) // self missing
 		p := start(t, append(common(dns.Addr()), "--", "true")...)
-		waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "self-not-found") })
-		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		awaitWaiting(t, p, membership.WaitSelf)
+		if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		if code := p.wait(t); code != 4 {
+		if code := p.Wait(t); code != 4 {
 			t.Fatalf("exit status %d, want 4 (stopped before the command ran)", code)
 		}
 	})
@@ -94,10 +95,10 @@ func TestHUPInExecMode(t *testing.T) {
 		p := start(t, append(common(dns.Addr()), "--", "sh", "-c", script)...)
 		started := filepath.Join(dir, "started")
 		await.Until(t, func() bool { _, err := os.Stat(started); return err == nil }, "the command started")
-		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		if code := p.wait(t); code != 7 {
+		if code := p.Wait(t); code != 7 {
 			t.Fatalf("exit status %d, want the command's 7 (it got the forwarded SIGHUP)", code)
 		}
 	})
@@ -123,10 +124,10 @@ func startMaybePID1(t *testing.T, pid1 bool, args ...string) *process {
 func peerFinderPID(t *testing.T, p *process, pid1 bool) int {
 	t.Helper()
 	if !pid1 {
-		return p.cmd.Process.Pid
+		return p.Cmd.Process.Pid
 	}
 	var pf []int
-	await.Until(t, func() bool { pf = childrenOf(p.cmd.Process.Pid); return len(pf) == 1 }, "unshare's child peer-finder")
+	await.Until(t, func() bool { pf = childrenOf(p.Cmd.Process.Pid); return len(pf) == 1 }, "unshare's child peer-finder")
 	return pf[0]
 }
 

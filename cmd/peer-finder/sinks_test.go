@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,17 +23,14 @@ import (
 
 func waitFile(t *testing.T, path string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
-		if ok(string(b)) {
-			return string(b)
+	var b []byte
+	await.Poll{Every: 20 * time.Millisecond}.Check(t, func() error {
+		if b, _ = os.ReadFile(path); !ok(string(b)) {
+			return fmt.Errorf("last content:\n%s", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became as wanted; last content:\n%s", path, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, "%s to become as wanted", path)
+	return string(b)
 }
 
 func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
@@ -45,19 +43,17 @@ func TestInitModeHostsFileWaitsForAllExpectedNames(t *testing.T) {
 	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web=3", "-wait-for-all", "-once")...)
 	// The wait is membership's expected-names gate, logged with its reason
 	// and the missing names, not a failing sink.
-	await.Until(t, func() bool {
-		return strings.Contains(p.stderr.String(), "reason=expected-names-missing") && strings.Contains(p.stderr.String(), "web-2")
-	}, "the expected-names gate to be logged")
+	awaitNamesMissing(t, p, "web-2")
 	select {
-	case <-p.done:
+	case <-p.Done():
 		t.Fatal("init mode exited before every expected name had an address")
 	case <-time.After(300 * time.Millisecond):
 	}
-	if strings.Contains(p.stderr.String(), "sink failing") {
-		t.Errorf("waiting for expected names was logged as a failing sink:\n%s", p.stderr)
+	if recs := p.Find("sink failing"); len(recs) > 0 {
+		t.Errorf("waiting for expected names was logged as a failing sink: %v", recs)
 	}
 	dns.Peers(svc, "web", 3, 80)
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	b, _ := os.ReadFile(hosts)
@@ -73,7 +69,7 @@ func TestInitModeWaitForAllTimesOut(t *testing.T) {
 	dns.Peers(svc, "web", 1, 80)
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	p := start(t, append(common(dns.Addr()), "-hosts-file="+hosts, "-hosts-expect=web-0,web-1", "-wait-for-all", "-once", "-bootstrap-timeout=1s")...)
-	if code := p.wait(t); code != 3 {
+	if code := p.Wait(t); code != 3 {
 		t.Fatalf("exit status %d, want 3 (bootstrap timeout)", code)
 	}
 }
@@ -95,10 +91,10 @@ func TestExecModeStartsAfterFilesReloadsAndExitsWithStatus(t *testing.T) {
 	dns.Peers(svc, "web", 3, 80)
 	waitFile(t, reloads, func(s string) bool { return strings.Count(s, "hup") == 1 })
 	waitFile(t, peers, func(s string) bool { return strings.Count(s, `"fqdn"`) == 3 })
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 7 {
+	if code := p.Wait(t); code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
 }
@@ -174,11 +170,11 @@ func TestLockedHostsFileDoesNotBlockLaterSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "\tweb-2\n") })
-	waitFile(t, "/dev/null", func(string) bool { return strings.Contains(p.stderr.String(), "sink recovered") })
-	waitFile(t, "/dev/null", func(string) bool {
+	await.Until(t, func() bool { return len(p.Find("sink recovered")) > 0 }, "a \"sink recovered\" record")
+	await.Until(t, func() bool {
 		rs := runs(t, runDir)
 		return strings.Contains(rs[len(rs)-1].stdin, fqdn(2))
-	})
+	}, "a run of on-change with %s", fqdn(2))
 }
 
 // TestTwoWritersOfOneHostsBlock: two peer-finders with the same -hosts-id
@@ -198,32 +194,28 @@ func TestTwoWritersOfOneHostsBlock(t *testing.T) {
 	a := start(t, append(common(dnsA.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0")...)
 	waitFile(t, hosts, func(s string) bool { return strings.Contains(s, "web-1") })
 	b := start(t, append(common(dnsB.Addr()), "-hosts-file="+hosts, "-metrics-addr=127.0.0.1:0")...)
-	const warning = "rewritten by another writer with a different set"
+	const warning = "hosts file: the block was rewritten by another writer with a different set; writing it again with backoff"
 	await.Until(t, func() bool {
-		return strings.Contains(a.stderr.String(), warning) && strings.Contains(b.stderr.String(), warning)
+		return len(a.Find(warning)) > 0 && len(b.Find(warning)) > 0
 	}, "both writers to warn about the other")
 	for _, c := range []struct{ p, other *process }{{a, b}, {b, a}} {
-		log := c.p.stderr.String()
-		other := fmt.Sprintf("pid %d", c.other.cmd.Process.Pid)
-		if w := lineWith(log, warning); !strings.Contains(w, "level=WARN") || !strings.Contains(w, other) {
-			t.Errorf("the warning does not name the other writer (%s):\n%s", other, w)
+		other := fmt.Sprintf("pid %d", c.other.Cmd.Process.Pid)
+		if w := c.p.Find(warning)[0]; w.Level != slog.LevelWarn || !strings.Contains(w.Attrs["other_writer"], other) {
+			t.Errorf("the warning does not name the other writer (%s): %v", other, w)
 		}
-		addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(log, "serving metrics"))
-		if addr == nil {
-			t.Fatalf("no metrics address in:\n%s", log)
-		}
-		if ready := httpGet(t, "http://"+addr[1]+"/readyz"); !strings.Contains(ready, "sink hosts-file warning") || !strings.Contains(ready, other) {
+		addr := metricsAddr(t, c.p)
+		if ready := httpGet(t, "http://"+addr+"/readyz"); !strings.Contains(ready, "sink hosts-file warning") || !strings.Contains(ready, other) {
 			t.Errorf("/readyz does not show the conflict with %s:\n%s", other, ready)
 		}
-		if m := httpGet(t, "http://"+addr[1]+"/metrics"); !regexp.MustCompile(`(?m)^flock_hosts_block_conflicts_total [1-9]`).MatchString(m) {
-			t.Errorf("flock_hosts_block_conflicts_total is not counted:\n%s", lineWith(m, "flock_hosts_block_conflicts_total "))
+		if m := httpGet(t, "http://"+addr+"/metrics"); !regexp.MustCompile(`(?m)^flock_hosts_block_conflicts_total [1-9]`).MatchString(m) {
+			t.Errorf("flock_hosts_block_conflicts_total is not counted:\n%s", m)
 		}
 	}
 	// The file is never without a whole block, and restores are no longer
 	// logged at info level at every check.
 	for _, p := range []*process{a, b} {
-		if n := strings.Count(p.stderr.String(), "block restored"); n > 2 {
-			t.Errorf("%d restores logged:\n%s", n, p.stderr)
+		if recs := p.Find("hosts file: block restored after the file was rewritten by someone else"); len(recs) > 2 {
+			t.Errorf("%d restores logged: %v", len(recs), recs)
 		}
 	}
 }

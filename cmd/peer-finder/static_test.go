@@ -62,7 +62,7 @@ func TestStaticSourceAppliesMemberRules(t *testing.T) {
 		dir, hooks := t.TempDir(), t.TempDir()
 		doc := filepath.Join(dir, "peers.json")
 		p := start(t, args(t, "-expect=2", "-once", "-json-file="+doc, "-on-start="+recorder(t, hooks, "on-start", false))...)
-		if code := p.wait(t); code != 0 {
+		if code := p.Wait(t); code != 0 {
 			t.Fatalf("exit status %d, want 0", code)
 		}
 		b, err := os.ReadFile(doc)
@@ -91,7 +91,7 @@ func TestStaticSourceAppliesMemberRules(t *testing.T) {
 		if len(rs) != 1 || rs[0].stdin != fqdn(0)+"\n"+fqdn(1) || rs[0].env != "1 "+fqdn(0)+" "+fqdn(1)+"|" {
 			t.Errorf("on-start runs %+v; want one with stdin and PEER_FINDER_PEERS_ADDED %s %s", rs, fqdn(0), fqdn(1))
 		}
-		logs := p.stderr.String()
+		logs := p.Stderr.String()
 		for _, bad := range []string{"web 2", "$(touch pwned)", "-lead", `\"web-3\"`, "wéb-4", "db-0.db.ns1", "a." + fqdn(1)} {
 			if !strings.Contains(logs, bad) {
 				t.Errorf("no log line names the dropped entry %q", bad)
@@ -100,7 +100,7 @@ func TestStaticSourceAppliesMemberRules(t *testing.T) {
 	})
 	t.Run("duplicates do not count toward -expect", func(t *testing.T) {
 		p := start(t, args(t, "-expect=3", "-once", "-bootstrap-timeout=1s", "-json-file="+filepath.Join(t.TempDir(), "peers.json"))...)
-		if code := p.wait(t); code != 3 {
+		if code := p.Wait(t); code != 3 {
 			t.Errorf("exit status %d, want 3: only web-0 and web-1 are members, not 3", code)
 		}
 	})

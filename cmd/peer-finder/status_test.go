@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -28,14 +27,9 @@ func TestStatusEndpoint(t *testing.T) {
 	}
 	p := start(t, "-service=web", "-ns=ns1", "-domain=cluster.local", "-hostname=web-0", "-source=static", "-static-file="+names,
 		"-on-change=true", "-metrics-addr=127.0.0.1:0")
-	await.Until(t, func() bool {
-		return strings.Contains(p.stderr.String(), "serving metrics") && strings.Contains(p.stderr.String(), "peers delivered")
-	}, "the metrics server and a delivery")
-	addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(lineWith(p.stderr.String(), "serving metrics"))
-	if addr == nil {
-		t.Fatalf("no metrics address in:\n%s", p.stderr)
-	}
-	body := httpGet(t, "http://"+addr[1]+status.Path)
+	addr := metricsAddr(t, p)
+	await.Until(t, func() bool { return len(p.Find("peers delivered")) > 0 }, "a delivery")
+	body := httpGet(t, "http://"+addr+status.Path)
 	var doc status.Document
 	if err := json.Unmarshal([]byte(body), &doc); err != nil {
 		t.Fatalf("/status is not a status document: %v\n%s", err, body)

@@ -30,7 +30,7 @@ sh -c 'trap "" TERM; echo $$ > %[1]s/stubborn.tmp; mv %[1]s/stubborn.tmp %[1]s/s
 while [ ! -e %[1]s/stubborn ]; do sleep 0.01; done
 exit 3`, dir)
 	p := start(t, append(common(dns.Addr()), "-kill-timeout=1s", "--", "sh", "-c", script)...)
-	if code := p.wait(t); code != 3 {
+	if code := p.Wait(t); code != 3 {
 		t.Fatalf("exit status %d, want the command's 3", code)
 	}
 	for _, f := range []string{"bg", "stubborn"} {

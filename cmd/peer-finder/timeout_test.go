@@ -8,16 +8,14 @@ import (
 	"time"
 
 	"github.com/flockd/flock/internal/testing/dnstest"
-	"github.com/flockd/flock/internal/testing/pfbinary"
 )
 
 // stillRunning fails the test when p exits within d.
 func stillRunning(t *testing.T, p *process, d time.Duration, why string) {
 	t.Helper()
 	select {
-	case <-p.done:
-		p.done <- nil
-		t.Fatalf("peer-finder exited with status %d %s", pfbinary.ExitStatus(p.cmd.ProcessState), why)
+	case <-p.Done():
+		t.Fatalf("peer-finder exited with status %d %s", p.Status(), why)
 	case <-time.After(d):
 	}
 }
@@ -34,10 +32,10 @@ func TestSidecarBootstrapTimeoutNeverFiresAfterDelivery(t *testing.T) {
 	stillRunning(t, p, 2*time.Second, "after the first set was delivered in time (-bootstrap-timeout=1s)")
 	dns.SetSRV(svc, dnstest.SRVRecord{Target: fqdn(0), Port: 80}, dnstest.SRVRecord{Target: fqdn(1), Port: 80})
 	waitRuns(t, dir, 2)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 0 {
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("exit status after SIGTERM = %d, want 0", code)
 	}
 }
@@ -54,10 +52,10 @@ func TestExecModeBootstrapTimeoutNeverFiresAfterStart(t *testing.T) {
 	p := start(t, append(common(dns.Addr()), "-bootstrap-timeout=1s", "-json-file="+peers, "--", "sh", "-c", script)...)
 	waitFile(t, started, func(s string) bool { return s != "" })
 	stillRunning(t, p, 2*time.Second, "after the command started in time (-bootstrap-timeout=1s)")
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 7 {
+	if code := p.Wait(t); code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
 }

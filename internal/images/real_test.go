@@ -17,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/flockd/flock/internal/imagebuild"
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/need"
 )
 
@@ -273,16 +274,13 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	ctr := func(args ...string) (string, error) {
 		return runWithDeadline(exec.Command("ctr", append([]string{"-a", sock, "-n", "k8s.io"}, args...)...), 2*time.Minute)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := ctr("version"); err == nil {
-			break
+	await.Poll{Every: 100 * time.Millisecond}.Check(t, func() error {
+		out, err := ctr("version")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("private containerd did not answer within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, "the private containerd to answer")
 	for name, path := range archives {
 		if out, err := ctr("images", "import", path); err != nil {
 			t.Fatalf("ctr images import %s: %v\n%s", name, err, out)

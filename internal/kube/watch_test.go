@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flockd/flock/internal/testing/logtest"
 )
 
 var target = Target{Resource: "endpointslices.discovery.k8s.io", Namespace: "db", Verbs: []string{"list", "watch"}}
@@ -40,8 +41,8 @@ func TestClassify(t *testing.T) {
 }
 
 func TestReporterLogsOncePerState(t *testing.T) {
-	var buf bytes.Buffer
-	r := NewReporter(target, slog.New(slog.NewTextHandler(&buf, nil)))
+	logs := logtest.New()
+	r := NewReporter(target, logs.Logger())
 	ctx := context.Background()
 	for range 5 {
 		r.Failed(ctx, "list", forbidden())
@@ -51,10 +52,13 @@ func TestReporterLogsOncePerState(t *testing.T) {
 	r.Succeeded()
 	r.Succeeded()
 	r.Failed(context.Background(), "watch", context.Canceled) // shutdown: silent
-	got := buf.String()
-	for want, n := range map[string]int{"level=ERROR": 1, "level=WARN": 1, "succeed again": 1} {
-		if c := strings.Count(got, want); c != n {
-			t.Errorf("%d lines with %q, want %d:\n%s", c, want, n, got)
+	for what, recs := range map[string][]logtest.Record{
+		"errors (forbidden)":            logs.AtLevel(slog.LevelError),
+		"warnings (connection refused)": logs.AtLevel(slog.LevelWarn),
+		"recoveries":                    logs.Find("kubernetes API requests succeed again"),
+	} {
+		if len(recs) != 1 {
+			t.Errorf("%s: %v, want one", what, recs)
 		}
 	}
 	if r.Err() != nil {

@@ -23,21 +23,28 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// zombiesOf waits until the zombie children of this process are exactly
-// want (compared as sets) or the deadline passes, and returns the last list.
-func waitZombies(t *testing.T, want int, d time.Duration) []int {
+// waitZombies waits until this process has want zombie children and
+// returns them.
+func waitZombies(t *testing.T, want int) []int {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		z, err := zombieChildren()
-		if err != nil {
-			t.Fatal(err)
+	var z []int
+	await.Check(t, func() error {
+		if z = zombies(t); len(z) != want {
+			return fmt.Errorf("zombie children %v", z)
 		}
-		if len(z) == want || time.Now().After(deadline) {
-			return z
-		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	}, "%d zombie children", want)
+	return z
+}
+
+// zombies returns the zombie children of this process now.
+func zombies(t *testing.T) []int {
+	t.Helper()
+	z, err := zombieChildren()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return z
 }
 
 func TestPassLeavesExecCmdChildren(t *testing.T) {
@@ -47,7 +54,7 @@ func TestPassLeavesExecCmdChildren(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if z := waitZombies(t, 1, 5*time.Second); len(z) != 1 || z[0] != cmd.Process.Pid {
+	if z := waitZombies(t, 1); z[0] != cmd.Process.Pid {
 		t.Fatalf("zombie children = %v, want [%d]", z, cmd.Process.Pid)
 	}
 	pass(map[int]time.Time{}, 0, time.Now(), slog.Default())
@@ -76,20 +83,20 @@ func TestPassRegistryAndOrphans(t *testing.T) {
 		delete(owned, registered)
 		ownedMu.Unlock()
 	}()
-	waitZombies(t, 2, 5*time.Second)
+	waitZombies(t, 2)
 
 	seen := map[int]time.Time{}
 	now := time.Now()
 	if !pass(seen, time.Second, now, slog.Default()) {
 		t.Error("pass within grace reported nothing pending")
 	}
-	if z := waitZombies(t, 2, 0); len(z) != 2 {
+	if z := zombies(t); len(z) != 2 {
 		t.Fatalf("a zombie was reaped within its grace: %v", z)
 	}
 	if pass(seen, time.Second, now.Add(2*time.Second), slog.Default()) {
 		t.Error("pass after grace still reports pending")
 	}
-	z := waitZombies(t, 1, 0)
+	z := zombies(t)
 	if len(z) != 1 || z[0] != registered {
 		t.Fatalf("zombies after pass = %v, want only the registered %d", z, registered)
 	}
@@ -160,9 +167,7 @@ func TestRunReapsOrphansWhileHooksRun(t *testing.T) {
 		t.Errorf("%d of %d hook runs lost their status:\n%s", len(failures), workers*runs+runs, strings.Join(failures, "\n"))
 	}
 	// Every orphan (the sleeps) ends up reaped: no zombie children remain.
-	if z := waitZombies(t, 0, 5*time.Second); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	waitZombies(t, 0) // every orphan reaped
 	cancel()
 	if err := await.Recv(t, done, "Run to return after cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)

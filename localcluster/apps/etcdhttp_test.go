@@ -2,6 +2,7 @@ package apps
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster"
 )
 
@@ -54,11 +56,12 @@ func TestReadEtcdHTTPAgreesWithEtcdctl(t *testing.T) {
 		return ReadEtcd(context.Background(), ex, "ns", "t"), ReadEtcdHTTP(context.Background(), hc, "t", "127.0.0.1:"+client)
 	}
 	var ctl, web EtcdView
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if ctl, web = read(); ctl.Healthy && web.Healthy || time.Now().After(deadline) {
-			break
+	await.Poll{Every: 200 * time.Millisecond}.Check(t, func() error {
+		if ctl, web = read(); !ctl.Healthy || !web.Healthy {
+			return fmt.Errorf("etcdctl %+v, http %+v", ctl, web)
 		}
-	}
+		return nil
+	}, "a healthy single member")
 	if !ctl.Healthy || !web.Healthy || ctl.ClusterID == 0 || ctl.ClusterID != web.ClusterID || !slices.Equal(ctl.Members, []string{"t"}) || !slices.Equal(web.Members, ctl.Members) {
 		t.Fatalf("a healthy single member:\n etcdctl %+v\n http    %+v", ctl, web)
 	}

@@ -17,6 +17,7 @@ package clustertest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/localcluster"
 )
@@ -319,20 +321,19 @@ func (c *Cluster) WaitFor(t testing.TB, what string, timeout time.Duration, cond
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
-	for {
+	await.Poll{Timeout: timeout, Every: 100 * time.Millisecond}.Check(t, func() error {
 		ok, err := cond(ctx)
 		if ok {
-			return
+			return nil
 		}
 		if err != nil {
 			last = err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		case <-time.After(100 * time.Millisecond):
+		if last == nil {
+			return errors.New("not yet, no error")
 		}
-	}
+		return fmt.Errorf("last error: %w", last)
+	}, "%s", what)
 }
 
 // Pod annotations that steer the simulated pod lifecycle (localcluster).

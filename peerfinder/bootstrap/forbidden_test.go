@@ -2,7 +2,7 @@ package bootstrap
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,7 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/flockd/flock/internal/testing/await"
-	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/internal/testing/logtest"
 )
 
 // The -expect=auto StatefulSet watch reports a forbidden list like the
@@ -27,14 +27,19 @@ func TestReplicasForbiddenWatchReportedLikeSources(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "",
 			errForbiddenDetail)
 	})
-	logs := &syncbuf.Buffer{}
-	r := newReplicasForTest(c, slog.New(slog.NewTextHandler(logs, nil)))
+	logs := logtest.New()
+	r := newReplicasForTest(c, logs.Logger())
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx, make(chan int)) }()
-	await.Until(t, func() bool {
-		return strings.Contains(logs.String(), "kubernetes API forbids reading peers") && strings.Contains(logs.String(), "statefulsets")
-	}, "the forbidden StatefulSet list to be reported by the sources' Reporter; logs:\n%s", logs)
+	await.Check(t, func() error {
+		for _, rec := range logs.Find("kubernetes API forbids reading peers; keeping the last peer set and retrying with backoff") {
+			if rec.Attrs["verb"] == "list" && strings.HasPrefix(rec.Attrs["resource"], "statefulsets") {
+				return nil
+			}
+		}
+		return fmt.Errorf("logs:\n%s", logs)
+	}, "the forbidden StatefulSet list to be reported by the sources' Reporter")
 	checkReplicasMetrics(t, r)
 	cancel()
 	if err := await.Recv(t, errc, "Run to return after cancel"); err != nil {

@@ -198,8 +198,11 @@ func TestReplicasRetriesUntilPodExists(t *testing.T) {
 	defer cancel()
 	up := make(chan int)
 	errc := make(chan error, 1)
+	var gets atomic.Int32
+	c.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { gets.Add(1); return false, nil, nil })
 	go func() { errc <- r.Run(ctx, up) }()
-	time.Sleep(50 * time.Millisecond)
+	// The pod is missing for a retry or two first.
+	await.Until(t, func() bool { return gets.Load() >= 2 }, "Run to read the missing pod twice")
 	if _, err := c.CoreV1().Pods("ns").Create(ctx, ownedPod("db-1", ss), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

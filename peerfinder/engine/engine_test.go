@@ -345,14 +345,14 @@ func run(t *testing.T, e *Engine) error {
 
 func waitStatus(t *testing.T, e *Engine, ok func(Status) bool) Status {
 	t.Helper()
-	for range 1000 {
-		if s := e.Status(); ok(s) {
-			return s
+	var s Status
+	await.Check(t, func() error {
+		if s = e.Status(); !ok(s) {
+			return fmt.Errorf("status %+v", s)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("status never matched: %+v", e.Status())
-	return Status{}
+		return nil
+	}, "the engine's status to match")
+	return s
 }
 
 // chanSize is a SizeSource forwarding whatever the test sends on in.
@@ -381,17 +381,12 @@ func (s chanSize) Run(ctx context.Context, up chan<- int) error {
 // waitVerdict polls the engine's status until its verdict has reason r.
 func waitVerdict(t *testing.T, e *Engine, r membership.Reason, need int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v := e.Status().Verdict
-		if v.Reason == r && v.Need == need {
-			return
+	await.Check(t, func() error {
+		if v := e.Status().Verdict; v.Reason != r || v.Need != need {
+			return fmt.Errorf("verdict = %s (need %d)", v.Reason, v.Need)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("verdict = %s (need %d), want %s (need %d)", v.Reason, v.Need, r, need)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, "verdict %s (need %d)", r, need)
 }
 
 func TestExpectedSizeFromSizeSource(t *testing.T) {

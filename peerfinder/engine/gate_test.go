@@ -3,15 +3,13 @@ package engine
 import (
 	"bytes"
 	"context"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/sink"
 	"github.com/flockd/flock/peerfinder/source/static"
@@ -34,14 +32,14 @@ func TestFailingIndependentSinkDoesNotBlockLaterSinks(t *testing.T) {
 	isBroken := func(sink.Delivery) bool { mu.Lock(); defer mu.Unlock(); return broken }
 	files := gated{recorder: &recorder{name: "hosts-file", fail: isBroken}, holds: false}
 	hook := &recorder{name: "hook"}
-	var logs syncbuf.Buffer
+	logs := logtest.New()
 	reg := prometheus.NewRegistry()
 	e := New(Config{
 		Sources:    []NamedSource{{"static", static.Source{Peers: names("web-0")}}},
 		Sinks:      []NamedSink{{"hosts-file", files}, {"hook", hook}},
 		Membership: membership.Options{Self: self},
 		RetryMin:   time.Millisecond, RetryMax: 5 * time.Millisecond,
-		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+		Logger:  logs.Logger(),
 		Metrics: NewMetrics(reg),
 	})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -50,8 +48,8 @@ func TestFailingIndependentSinkDoesNotBlockLaterSinks(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 
 	waitStatus(t, e, func(s Status) bool { return len(hook.delivered()) == 1 && failing(s, "hosts-file") })
-	if n := strings.Count(logs.String(), "sink failing"); n != 1 {
-		t.Errorf("%d 'sink failing' records, want one for the change of state:\n%s", n, logs.String())
+	if recs := logs.Find("sink failing"); len(recs) != 1 || recs[0].Attrs["sink"] != "hosts-file" {
+		t.Errorf("'sink failing' records %v, want one for hosts-file's change of state", recs)
 	}
 	if v := gaugeValue(t, reg, "flock_sink_failing", "hosts-file"); v != 1 {
 		t.Errorf("flock_sink_failing{sink=hosts-file} = %v, want 1", v)
@@ -60,8 +58,8 @@ func TestFailingIndependentSinkDoesNotBlockLaterSinks(t *testing.T) {
 	broken = false
 	mu.Unlock()
 	waitStatus(t, e, func(s Status) bool { return s.Delivered && !failing(s, "hosts-file") })
-	if n := strings.Count(logs.String(), "sink recovered"); n != 1 {
-		t.Errorf("%d 'sink recovered' records, want 1:\n%s", n, logs.String())
+	if recs := logs.Find("sink recovered"); len(recs) != 1 || recs[0].Attrs["sink"] != "hosts-file" {
+		t.Errorf("'sink recovered' records %v, want one for hosts-file", recs)
 	}
 	if v := gaugeValue(t, reg, "flock_sink_failing", "hosts-file"); v != 0 {
 		t.Errorf("flock_sink_failing{sink=hosts-file} = %v after recovery, want 0", v)

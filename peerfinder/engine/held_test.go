@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/flockd/flock/internal/testing/await"
-	"github.com/flockd/flock/internal/testing/syncbuf"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -32,14 +30,14 @@ func heldRun(t *testing.T) (e *Engine, src chanSource, size chanSize, rec *recor
 		defer mu.Unlock()
 		return failing
 	}}
-	var logs syncbuf.Buffer
+	logs := logtest.New()
 	e = New(Config{
 		Sources:    []NamedSource{{"test", src}},
 		Sinks:      []NamedSink{{"hook", rec}},
 		Membership: membership.Options{Self: self},
 		Expect:     size,
 		RetryMin:   time.Millisecond, RetryMax: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Logger: logs.Logger(),
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -60,7 +58,10 @@ func heldRun(t *testing.T) (e *Engine, src chanSource, size chanSize, rec *recor
 	await.Recv(t, rec.events, "the first, failing attempt")
 	await.Send(t, size.in, 5, "the size 5")
 	waitVerdict(t, e, membership.WaitSize, 5)
-	waitStatus(t, e, func(Status) bool { return strings.Contains(logs.String(), "delivery held") })
+	waitStatus(t, e, func(Status) bool {
+		held := logs.Find("delivery held: the expected size outgrew the set")
+		return len(held) > 0 && held[0].Attrs["need"] == "5"
+	})
 	if !e.Status().Held {
 		t.Fatal("Status().Held = false while the delivery is held")
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/membership"
 	"github.com/flockd/flock/peerfinder/peer"
@@ -15,8 +17,11 @@ import (
 // TestBootstrapTimeoutNeverFiresAfterDelivery runs the engine as a sidecar
 // (not Once) with a bootstrap timeout: the first set is delivered in time,
 // so when the timeout passes the engine keeps running and keeps delivering.
+// The timeout passes on an injected clock, and the second delivery, made
+// after it, shows that the engine saw it pass and kept running.
 func TestBootstrapTimeoutNeverFiresAfterDelivery(t *testing.T) {
 	const timeout = 100 * time.Millisecond
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	src := chanSource{in: make(chan []peer.Peer)}
 	rec := &recorder{events: make(chan sink.Delivery, 10)}
 	e := New(Config{
@@ -24,6 +29,7 @@ func TestBootstrapTimeoutNeverFiresAfterDelivery(t *testing.T) {
 		Sinks:            []NamedSink{{"rec", rec}},
 		Membership:       membership.Options{Self: self},
 		BootstrapTimeout: timeout,
+		Clock:            clk,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -34,7 +40,7 @@ func TestBootstrapTimeoutNeverFiresAfterDelivery(t *testing.T) {
 	if d := await.Recv(t, rec.events, "the first delivery"); d.Generation != 1 {
 		t.Fatalf("first delivery has generation %d", d.Generation)
 	}
-	time.Sleep(3 * timeout) // the timeout passes with the engine idle
+	clk.Step(3 * timeout) // the timeout passes with the engine idle
 	select {
 	case err := <-errc:
 		t.Fatalf("Run returned %v after the first set was delivered in time", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/flockd/flock/internal/kube"
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder"
@@ -152,8 +153,14 @@ func TestEventsDeduplicatedAndForbiddenIsQuiet(t *testing.T) {
 	if ds := h.deliveries(t); code != peerfinder.ExitOK || len(ds) != 1 {
 		t.Fatalf("exit %d, deliveries %v:\n%s", code, ds, stderr)
 	}
-	if n := strings.Count(stderr, "cannot post events"); n != 1 {
-		t.Errorf("%d lines about events being forbidden, want 1:\n%s", n, stderr)
+	var forbidden []logtest.Record
+	for _, r := range logtest.ParseText(stderr) {
+		if strings.HasPrefix(r.Message, "cannot post events on this pod: the API server says forbidden") {
+			forbidden = append(forbidden, r)
+		}
+	}
+	if len(forbidden) != 1 || forbidden[0].Level != slog.LevelWarn {
+		t.Errorf("records about events being forbidden %v, want one warning:\n%s", forbidden, stderr)
 	}
 }
 

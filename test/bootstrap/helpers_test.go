@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder"
@@ -145,17 +146,14 @@ func (h hook) deliveries(t *testing.T) []delivery {
 func (h hook) waitDelivery(t *testing.T, want ...string) []delivery {
 	t.Helper()
 	slices.Sort(want)
-	deadline := time.Now().Add(wait)
-	for {
-		ds := h.deliveries(t)
-		if len(ds) > 0 && slices.Equal(ds[len(ds)-1].peers, want) {
-			return ds
+	var ds []delivery
+	await.Poll{Timeout: wait, Every: 50 * time.Millisecond}.Check(t, func() error {
+		if ds = h.deliveries(t); len(ds) == 0 || !slices.Equal(ds[len(ds)-1].peers, want) {
+			return fmt.Errorf("deliveries: %v", ds)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no delivery of %v after %s; deliveries: %v", want, wait, ds)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "a delivery of %v", want)
+	return ds
 }
 
 func names(prefix string, n int) []string {

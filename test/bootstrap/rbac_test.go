@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder"
@@ -201,22 +202,27 @@ func TestRBACExamples(t *testing.T) {
 			for _, perm := range permissions(role) {
 				setRules(t, c, ns, role, without(role, perm))
 				want := "MISSING  " + perm.text + " "
-				deadline := time.Now().Add(30 * time.Second) // RBAC changes reach the authorizer through a watch
-				for {
-					code, out, _ = p.main(t.Context(), "-diagnose")
-					if code == peerfinder.ExitError && strings.Contains(out, want) {
-						break
+				// RBAC changes reach the authorizer through a watch.
+				await.Poll{Every: 200 * time.Millisecond}.Check(t, func() error {
+					if code, out, _ = p.main(t.Context(), "-diagnose"); code != peerfinder.ExitError || !strings.Contains(out, want) {
+						return fmt.Errorf("diagnose exit %d:\n%s", code, out)
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("without %q: diagnose exit %d, want 1 and a line %q:\n%s", perm.text, code, want, out)
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
+					return nil
+				}, "without %q: diagnose exit 1 and a line %q", perm.text, want)
 			}
 
 			// Nothing granted: a real run says what is refused and retries.
 			setRules(t, c, ns, role, nil)
-			time.Sleep(time.Second)
+			// The authorizer has seen it: diagnose names every verb missing.
+			await.Poll{Every: 200 * time.Millisecond}.Check(t, func() error {
+				_, out, _ := p.main(t.Context(), "-diagnose")
+				for _, perm := range permissions(role) {
+					if !strings.Contains(out, "MISSING  "+perm.text+" ") {
+						return fmt.Errorf("%s not missing yet:\n%s", perm.text, out)
+					}
+				}
+				return nil
+			}, "diagnose to find every permission missing")
 			h = newHook(t)
 			code, _, stderr = p.main(t.Context(), "-on-start="+h.command(), "-bootstrap-timeout=5s")
 			if code != peerfinder.ExitBootstrapTimeout {

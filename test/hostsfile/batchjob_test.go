@@ -54,8 +54,8 @@ func TestBatchJob(t *testing.T) {
 		}
 		return ok, s
 	})
-	if ps.init.exited() {
-		t.Fatalf("ps-0's init container exited (%d) before the workers had addresses", ps.init.code)
+	if ps.init.Exited() {
+		t.Fatalf("ps-0's init container exited (%d) before the workers had addresses", ps.init.Status())
 	}
 	if _, outside, err := hostsEntries(ps.root.hostsPath(), id); err != nil || outside != kubeletHosts(&psPod) {
 		t.Fatalf("kubelet's lines not kept byte for byte (err %v):\n%q\nwant\n%q", err, outside, kubeletHosts(&psPod))
@@ -77,7 +77,7 @@ func TestBatchJob(t *testing.T) {
 		t.Fatalf("members %v, want ps-0 and worker-0..2", want)
 	}
 	for _, mb := range members {
-		if code := mb.init.wait(t, wait); code != 0 {
+		if code := mb.init.WaitWithin(t, wait); code != 0 {
 			t.Fatalf("%s: init container exited %d", mb.name, code)
 		}
 		// Exit 0 only with a complete file, checked right at exit.
@@ -128,7 +128,7 @@ func TestBatchJob(t *testing.T) {
 	}
 	// The retried pod's own init container sees the whole job at once.
 	again := &member{name: "worker-1", root: newPodRoot(t, c, m, &retried)}
-	if code := again.root.run(t, initCtr).wait(t, wait); code != 0 {
+	if code := again.root.run(t, initCtr).WaitWithin(t, wait); code != 0 {
 		t.Fatalf("retried worker-1: init container exited %d", code)
 	}
 	if got, _, err := hostsEntries(again.root.hostsPath(), id); err != nil || !maps.Equal(got, want) {

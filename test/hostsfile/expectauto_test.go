@@ -136,11 +136,11 @@ func TestHostsExpectAuto(t *testing.T) {
 		ps.init = ps.root.run(t, initCtr)
 		waitExpected(t, ps.root.hostsPath(), "train", map[string]string{"ps-0": psPod.Status.PodIP}, []string{"worker-0", "worker-1", "worker-2"})
 		noPods(t, c, ns, "app=train,role=worker")
-		if l := grep(ps.init.stderr.String(), "expected names from the job"); len(l) != 1 || !strings.Contains(l[0], `jobs="[train-ps train-worker]"`) {
-			t.Errorf("the log does not say that the Jobs train-ps and train-worker (only) were read:\n%s", ps.init.stderr.String())
+		if l := grep(ps.init.Stderr.String(), "expected names from the job"); len(l) != 1 || !strings.Contains(l[0], `jobs="[train-ps train-worker]"`) {
+			t.Errorf("the log does not say that the Jobs train-ps and train-worker (only) were read:\n%s", ps.init.Stderr.String())
 		}
-		if ps.init.exited() {
-			t.Fatalf("ps-0's init container exited (%d) before the workers existed", ps.init.code)
+		if ps.init.Exited() {
+			t.Fatalf("ps-0's init container exited (%d) before the workers existed", ps.init.Status())
 		}
 
 		resumeJob(t, c, ns, "train-worker")
@@ -155,7 +155,7 @@ func TestHostsExpectAuto(t *testing.T) {
 			want[mb.name] = mb.root.pod.Status.PodIP
 		}
 		for _, mb := range members {
-			if code := mb.init.wait(t, wait); code != 0 {
+			if code := mb.init.WaitWithin(t, wait); code != 0 {
 				t.Fatalf("%s: init container exited %d", mb.name, code)
 			}
 			if got, _, err := hostsEntries(mb.root.hostsPath(), "train"); err != nil || !maps.Equal(got, want) {
@@ -189,8 +189,8 @@ func TestHostsExpectAuto(t *testing.T) {
 		p := driver.run(t, ctr)
 		waitExpected(t, driver.hostsPath(), "js", map[string]string{"js-driver-0-0": driverPod.Status.PodIP}, []string{"js-worker-0-0", "js-worker-0-1"})
 		noPods(t, c, ns, "app=js,jobset.sigs.k8s.io/replicatedjob-name=worker")
-		if p.exited() {
-			t.Fatalf("the driver's init exited (%d) before the workers existed", p.code)
+		if p.Exited() {
+			t.Fatalf("the driver's init exited (%d) before the workers existed", p.Status())
 		}
 
 		resumeJob(t, c, ns, "js-worker-0")
@@ -198,7 +198,7 @@ func TestHostsExpectAuto(t *testing.T) {
 		for _, w := range podsBy(t, c.Client, ns, "app=js,jobset.sigs.k8s.io/replicatedjob-name=worker", 2) {
 			want["js-worker-0-"+w.Labels["batch.kubernetes.io/job-completion-index"]] = w.Status.PodIP
 		}
-		if code := p.wait(t, wait); code != 0 {
+		if code := p.WaitWithin(t, wait); code != 0 {
 			t.Fatalf("the driver's init exited %d", code)
 		}
 		if got, _, err := hostsEntries(driver.hostsPath(), "js"); err != nil || !maps.Equal(got, want) {
@@ -235,8 +235,8 @@ func TestHostsExpectAutoRBAC(t *testing.T) {
 
 	// Sufficient.
 	p := run("solo init", "-wait-for-all", "-once", "-bootstrap-timeout=60s")
-	if code := p.wait(t, wait); code != 0 {
-		t.Fatalf("with the example Role: exit %d:\n%s", code, p.stderr.String())
+	if code := p.WaitWithin(t, wait); code != 0 {
+		t.Fatalf("with the example Role: exit %d:\n%s", code, p.Stderr.String())
 	}
 	want := map[string]string{"solo-0": pods[0].Status.PodIP, "solo-1": pods[1].Status.PodIP}
 	if got, _, err := hostsEntries(hosts, "solo"); err != nil || !maps.Equal(got, want) {
@@ -252,8 +252,8 @@ func TestHostsExpectAutoRBAC(t *testing.T) {
 	}
 	diagnose := func() string {
 		d := run("solo diagnose", "-diagnose")
-		d.wait(t, wait)
-		return d.stdout.String()
+		d.WaitWithin(t, wait)
+		return d.Stdout.String()
 	}
 	out := diagnose()
 	for perm := range perms {
@@ -284,12 +284,12 @@ func TestHostsExpectAutoRBAC(t *testing.T) {
 		return strings.Contains(out, "MISSING  get pods ") && strings.Contains(out, "MISSING  list jobs.batch "), out
 	})
 	p = run("solo forbidden", "-wait-for-all", "-once", "-bootstrap-timeout=5s")
-	if code := p.wait(t, wait); code != 3 {
-		t.Fatalf("with nothing granted: exit %d, want 3:\n%s", code, p.stderr.String())
+	if code := p.WaitWithin(t, wait); code != 3 {
+		t.Fatalf("with nothing granted: exit %d, want 3:\n%s", code, p.Stderr.String())
 	}
-	lines := grep(p.stderr.String(), "cannot read the job for -hosts-expect=auto")
+	lines := grep(p.Stderr.String(), "cannot read the job for -hosts-expect=auto")
 	if len(lines) != 1 || !strings.Contains(lines[0], "forbidden=true") || !strings.Contains(lines[0], `cannot get resource \"pods\"`) {
-		t.Errorf("want one forbidden line naming get pods, got:\n%s", p.stderr.String())
+		t.Errorf("want one forbidden line naming get pods, got:\n%s", p.Stderr.String())
 	}
 }
 

@@ -18,11 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,8 +31,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/pfbinary"
-	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/localcluster/clustertest"
 	hf "github.com/flockd/flock/peerfinder/sink/hostsfile"
 )
@@ -52,100 +50,27 @@ func TestMain(m *testing.M) {
 }
 
 // proc is one running peer-finder process.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout syncbuf.Buffer
-	stderr syncbuf.Buffer
-	done   chan struct{}
-	code   int
-}
+type proc = pfbinary.Process
 
-// start runs peer-finder with argv and env (KEY=VALUE; PATH is added) and
-// stops it in t.Cleanup, logging its output when the test failed.
+// start runs peer-finder with argv and env (KEY=VALUE; PATH and HOME are
+// added) and stops it in t.Cleanup (SIGTERM, SIGKILL after 15s), logging
+// its output when the test failed.
 func start(t *testing.T, name string, argv, env []string) *proc {
 	t.Helper()
-	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, argv...)
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait() // the status is in ProcessState
-		p.code = pfbinary.ExitStatus(p.cmd.ProcessState)
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.stop()
-		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("%s: data race:\n%s", name, p.stderr.String())
-		}
-		if t.Failed() {
-			t.Logf("%s %q exited %d; stdout:\n%s\nstderr:\n%s", name, argv, p.code, p.stdout.String(), p.stderr.String())
-		}
-	})
-	return p
+	env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	return pfbinary.Start(t, name, binary, argv, pfbinary.Options{Env: env, Grace: 15 * time.Second})
 }
 
-// stop sends SIGTERM, then SIGKILL after 15s, and waits.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// kill sends SIGKILL (a crash: no Lease release) and waits.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits for the process to exit and returns its status.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		t.Fatalf("%s still running after %s; stderr:\n%s", p.name, timeout, p.stderr.String())
-		return -1
-	}
-}
-
-// eventually polls cond every 50ms until it holds, failing after wait.
+// eventually polls cond every 50ms until it holds, failing after wait with
+// what and cond's last why.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	await.Poll{Timeout: wait, Every: 50 * time.Millisecond}.Check(t, func() error {
+		if ok, why := cond(); !ok {
+			return errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", wait, what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "%s", what)
 }
 
 // podsBy waits until exactly n running pods with IPs match selector and

@@ -41,12 +41,12 @@ func TestPid1Example(t *testing.T) {
 		waitOutput(t, p, "reload: 3 peers\nreload: 4 peers\n")
 	}
 	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.wait(t, wait); code != 0 {
-			t.Errorf("%s exited %d after SIGTERM, want the server's 0", p.name, code)
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.WaitWithin(t, wait); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want the server's 0", p.Name, code)
 		}
-		if !strings.HasSuffix(p.stdout.String(), "stopping\n") {
-			t.Errorf("%s: SIGTERM not forwarded to the server: %q", p.name, p.stdout.String())
+		if !strings.HasSuffix(p.Stdout.String(), "stopping\n") {
+			t.Errorf("%s: SIGTERM not forwarded to the server: %q", p.Name, p.Stdout.String())
 		}
 	}
 }
@@ -55,8 +55,8 @@ func TestPid1Example(t *testing.T) {
 // extra SIGHUPs, is want (each reload line once, in order).
 func waitOutput(t *testing.T, p *proc, want string) {
 	t.Helper()
-	eventually(t, p.name+" to print "+fmt.Sprintf("%q", want), func() (bool, string) {
-		got := p.stdout.String()
+	eventually(t, p.Name+" to print "+fmt.Sprintf("%q", want), func() (bool, string) {
+		got := p.Stdout.String()
 		return dedupLines(got) == want, got
 	})
 }

@@ -38,9 +38,9 @@ func TestRBACForbiddenThenGranted(t *testing.T) {
 
 	var base string
 	eventually(t, "the metrics address is logged", func() (bool, string) {
-		m := regexp.MustCompile(`msg="serving metrics and health" addr=(\S+)`).FindStringSubmatch(p.stderr.String())
+		m := regexp.MustCompile(`msg="serving metrics and health" addr=(\S+)`).FindStringSubmatch(p.Stderr.String())
 		if m == nil {
-			return false, p.stderr.String()
+			return false, p.Stderr.String()
 		}
 		base = "http://" + m[1]
 		return true, ""
@@ -50,7 +50,7 @@ func TestRBACForbiddenThenGranted(t *testing.T) {
 		body := get(t, base+"/metrics")
 		return sumMetric(body, forbidden) >= 2, body
 	})
-	lines := grep(p.stderr.String(), "forbids")
+	lines := grep(p.Stderr.String(), "forbids")
 	if len(lines) != 1 {
 		t.Fatalf("want one forbidden log line, got %d:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -75,8 +75,8 @@ func TestRBACForbiddenThenGranted(t *testing.T) {
 		s := string(b)
 		return strings.Contains(s, "web-0."+"web."+ns) && strings.Contains(s, "web-1."+"web."+ns), s
 	})
-	if p.exited() {
-		t.Fatalf("peer-finder exited (status %d); it must recover without a restart", p.code)
+	if p.Exited() {
+		t.Fatalf("peer-finder exited (status %d); it must recover without a restart", p.Status())
 	}
 	if code, body := getStatus(t, base+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d %q after the grant, want 200", code, body)
@@ -84,7 +84,7 @@ func TestRBACForbiddenThenGranted(t *testing.T) {
 	if m := get(t, base+"/metrics"); !strings.Contains(m, `flock_kube_list_watch_failing{resource="endpointslices.discovery.k8s.io"} 0`) {
 		t.Errorf("flock_kube_list_watch_failing is not 0 after the grant:\n%s", strings.Join(grep(m, "flock_kube_list_watch_failing"), "\n"))
 	}
-	if n := len(grep(p.stderr.String(), "forbids")); n != 1 {
+	if n := len(grep(p.Stderr.String(), "forbids")); n != 1 {
 		t.Errorf("%d forbidden log lines in all, want 1", n)
 	}
 }

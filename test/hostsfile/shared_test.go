@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flockd/flock/internal/testing/fixture"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
 
@@ -128,7 +129,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	}
 	waitHosts(t, shared, "web", want)
 	eventually(t, first+" to log the restore", func() (bool, string) {
-		return strings.Contains(procs[first].stderr.String(), "block restored"), "not logged yet"
+		return len(procs[first].Find(blockRestored)) > 0, "not logged yet"
 	})
 	checkOneWriter(t, procs, first, nil)
 
@@ -143,7 +144,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 
 	// The writer dies without releasing the Lease; the set changes while
 	// nobody leads.
-	procs[first].kill()
+	procs[first].Kill()
 	fixture.Scale(t, c.Client, ns, 5)
 	addPods(podsBy(t, c.Client, ns, "app=web", 5))
 	second := holder(t, c, ns, lease, first)
@@ -151,8 +152,7 @@ func TestSharedFileOneWriter(t *testing.T) {
 	// for its catch-up write (the old writer may already have written the
 	// newest set before it died, so the file alone does not tell).
 	eventually(t, second+" to catch up with the newest set on taking over", func() (bool, string) {
-		log := procs[second].stderr.String()
-		return strings.Contains(log, "leader: newest set applied on taking over"), "not logged yet"
+		return len(procs[second].Find("leader: newest set applied on taking over")) > 0, "not logged yet"
 	})
 	waitHosts(t, shared, "web", want)
 	checkOneWriter(t, procs, second, []string{first})
@@ -203,14 +203,17 @@ func holder(t *testing.T, c *clustertest.Cluster, ns, name, not string) string {
 	return pod
 }
 
+// blockRestored is the hosts file sink's record of a restore.
+const blockRestored = "hosts file: block restored after the file was rewritten by someone else"
+
 // checkOneWriter checks from the processes' logs that only the holder (and
 // the earlier holders in was) ever led or wrote the file.
 func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []string) {
 	t.Helper()
 	for _, pod := range slices.Sorted(maps.Keys(procs)) {
-		log := procs[pod].stderr.String()
-		led := strings.Contains(log, "leader: started leading")
-		wrote := strings.Contains(log, "hosts file applied") || strings.Contains(log, "block restored")
+		logs := procs[pod].Logs()
+		led := len(logtest.Find(logs, "leader: started leading")) > 0
+		wrote := len(logtest.Find(logs, "hosts file applied"))+len(logtest.Find(logs, blockRestored)) > 0
 		switch {
 		case pod == holder && !led:
 			t.Errorf("%s holds the Lease but never logged leading", pod)

@@ -2,6 +2,7 @@ package kubesources
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flockd/flock/internal/kube"
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/fixture"
 	"github.com/flockd/flock/localcluster/clustertest"
 	"github.com/flockd/flock/peerfinder/source/endpointslice"
@@ -137,8 +139,7 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 		return pod.uid != oldUID && pod.ip != "" && p.DeletionTimestamp == nil, nil
 	})
 	for _, w := range []*watcher{s.pods, s.endpointslice} {
-		deadline := time.Now().Add(wait)
-		for {
+		await.Poll{Timeout: wait, Every: 50 * time.Millisecond}.Check(t, func() error {
 			ps, _ := w.Latest()
 			var got string
 			var ips []string
@@ -147,14 +148,11 @@ func TestPodRecreatedWithNewIdentity(t *testing.T) {
 					got, ips = p.UID, p.IPs
 				}
 			}
-			if got == pod.uid && slices.Equal(ips, []string{pod.ip}) {
-				break
+			if got != pod.uid || !slices.Equal(ips, []string{pod.ip}) {
+				return fmt.Errorf("web-1 is uid %s ips %v", got, ips)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: web-1 is uid %s ips %v, want the new pod %s %s", w.name, got, ips, pod.uid, pod.ip)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		}, "%s: web-1 the new pod %s %s", w.name, pod.uid, pod.ip)
 	}
 }
 
@@ -224,7 +222,13 @@ func TestForbidden(t *testing.T) {
 	c.WaitFor(t, "the forbidden log line", wait, func(context.Context) (bool, error) {
 		return len(logs.lines("forbids")) > 0, nil
 	})
-	time.Sleep(5 * time.Second) // several retries (backoff from 800ms)
+	forbiddenFailures := func() float64 {
+		return testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
+			testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
+	}
+	// Several retries (backoff from 800ms), each counted.
+	await.Poll{Timeout: wait, Every: 100 * time.Millisecond}.Until(t, func() bool { return forbiddenFailures() >= 3 },
+		"3 forbidden failures counted in flock_kube_list_watch_failures_total")
 	lines := logs.lines("forbids")
 	if len(lines) != 1 {
 		t.Fatalf("want one forbidden line, got %d:\n%s", len(lines), strings.Join(lines, ""))
@@ -237,14 +241,7 @@ func TestForbidden(t *testing.T) {
 	if _, ok := w.Latest(); ok {
 		t.Error("a snapshot was sent while forbidden")
 	}
-	// Every retry is counted, the log line is not repeated.
-	forbiddenFailures := func() float64 {
-		return testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "list", "forbidden")) +
-			testutil.ToFloat64(metrics.Failures.WithLabelValues(res, "watch", "forbidden"))
-	}
-	if n := forbiddenFailures(); n < 2 {
-		t.Errorf("flock_kube_list_watch_failures_total{reason=forbidden} = %v, want >= 2 after 5s of retries", n)
-	}
+	// Every retry is counted (awaited above), the log line is not repeated.
 	if v := testutil.ToFloat64(metrics.Failing.WithLabelValues(res)); v != 1 {
 		t.Errorf("flock_kube_list_watch_failing = %v while forbidden, want 1", v)
 	}

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/flockd/flock/internal/testing/logtest"
 )
 
 // peersHook reads the JSON document peer-finder gives it on stdin
@@ -116,7 +118,7 @@ func TestDeploymentPeersFromSelf(t *testing.T) {
 	pods = b.waitRunning("app=peers", "peer-finder", 4)
 	b.checkPeersByIP(pods, stableFor)
 	for _, p := range pods {
-		if log := b.logs(p.Name, "peer-finder", false); !strings.Contains(log, "reason=not-stable-yet") {
+		if log := b.logs(p.Name, "peer-finder", false); len(logtest.Find(logtest.ParseText(log), "waiting before delivery", "reason", "not-stable-yet")) == 0 {
 			t.Errorf("%s: no delivery held as not-stable-yet:\n%s", p.Name, log)
 		}
 	}

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flockd/flock/internal/kube/clientset"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
 )
@@ -66,23 +68,19 @@ func (b *bed) waitEtcd(n int, timeout time.Duration) uint64 {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("etcd", n)
-	var last apps.Verdict
-	deadline := time.Now().Add(timeout)
-	for {
-		last = apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
-		if last.Split() {
-			b.dumpEtcd(n + 2)
-			b.t.Fatalf("split brain: %s", last.Detail)
+	var id uint64
+	b.waitApp(fmt.Sprintf("a healthy %d-member etcd cluster", n), timeout, 2*time.Second, func() { b.dumpEtcd(n + 2) }, func() error {
+		v := apps.JudgeEtcd(apps.ReadEtcdAll(context.Background(), ex, b.ns, pods), pods)
+		if v.Split() {
+			b.t.Fatalf("split brain: %s", v.Detail)
 		}
-		if last.Healthy {
-			return last.ClusterIDs[0]
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpEtcd(n + 2)
-			b.t.Fatalf("no healthy %d-member etcd cluster within %s: %s", n, timeout, last.Detail)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		id = v.ClusterIDs[0]
+		return nil
+	})
+	return id
 }
 
 // dumpEtcd logs the containers' logs of the first n pods.
@@ -276,7 +274,7 @@ func TestAppEtcdFormerReplacedKeepsItsClaim(t *testing.T) {
 	if err != nil || rec == nil || rec.UID != string(pod.UID) {
 		t.Errorf("cluster record %+v (%v), want the new etcd-0 (uid %s) as the pod that formed", rec, err, pod.UID)
 	}
-	if log := b.logs("etcd-0", "bootstrap", false); !strings.Contains(log, "role=form") {
+	if log := b.logs("etcd-0", "bootstrap", false); len(logtest.Find(logtest.ParseText(log), "", "role", "form")) == 0 {
 		t.Errorf("etcd-0 was not told form for its kept claim:\n%s", log)
 	}
 }

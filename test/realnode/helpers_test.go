@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
@@ -175,6 +176,22 @@ func (b *bed) logs(pod, container string, previous bool) string {
 		b.t.Fatalf("logs of %s/%s: %v", pod, container, err)
 	}
 	return string(raw)
+}
+
+// waitApp polls judge every `every` until it returns nil (an application's
+// own view of its health), failing the test after timeout with what and
+// judge's last error; when the wait fails (judge may also fail the test at
+// once, on a split brain) dump logs what the pods said.
+func (b *bed) waitApp(what string, timeout, every time.Duration, dump func(), judge func() error) {
+	b.t.Helper()
+	healthy := false
+	defer func() {
+		if !healthy {
+			dump()
+		}
+	}()
+	await.Poll{Timeout: timeout, Every: every}.Check(b.t, judge, "%s", what)
+	healthy = true
 }
 
 // dumpOnFailure logs, when the test has failed, every container's log of

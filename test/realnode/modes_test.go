@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/localcluster/clustertest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -245,18 +246,15 @@ func TestSidecarOnChange(t *testing.T) {
 	}
 	web1 := b.waitPod("web-1", "ready", 2*time.Minute, clustertest.PodReady)
 	var hosts string
-	want := func(h string) bool {
-		return strings.Contains(h, web1.Status.PodIP+"\tweb-1\n") // the default name template, {{.Name}}
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !want(hosts); time.Sleep(time.Second) {
+	defer func() {
+		if t.Failed() {
+			t.Logf("web-0 /etc/hosts:\n%s\nlog of the hosts sidecar:\n%s", hosts, b.logs("web-0", "hosts", false))
+		}
+	}()
+	await.Poll{Timeout: time.Minute, Every: time.Second}.Until(t, func() bool {
 		hosts, _ = b.exec("web-0", "main", "cat", "/etc/hosts")
-	}
-	if !want(hosts) {
-		t.Errorf("web-1 (%s) not in web-0's /etc/hosts within a minute", web1.Status.PodIP)
-	}
-	if t.Failed() {
-		t.Logf("web-0 /etc/hosts:\n%s\nlog of the hosts sidecar:\n%s", hosts, b.logs("web-0", "hosts", false))
-	}
+		return strings.Contains(hosts, web1.Status.PodIP+"\tweb-1\n") // the default name template, {{.Name}}
+	}, "web-1 (%s) in web-0's /etc/hosts", web1.Status.PodIP)
 	if !strings.Contains(hosts, "# Kubernetes-managed hosts file") || !strings.Contains(hosts, "\tweb-0.web."+b.ns) {
 		t.Errorf("the kubelet's lines are gone from /etc/hosts:\n%s", hosts)
 	}
@@ -285,11 +283,13 @@ func TestHostsBlockSurvivesContainerStarts(t *testing.T) {
 	})
 	b.waitPod("solo-0", "app running", 2*time.Minute, containerRunning("app"))
 	var hosts string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		hosts, _ = b.exec("solo-0", "app", "cat", "/etc/hosts")
-		if strings.Contains(hosts, "\tsolo-0\n# END") {
-			return
+	defer func() {
+		if t.Failed() {
+			t.Logf("/etc/hosts:\n%s\nsidecar log:\n%s", hosts, b.logs("solo-0", "peer-finder", false))
 		}
-	}
-	t.Errorf("the block is not back in /etc/hosts 30s after the app started:\n%s\nsidecar log:\n%s", hosts, b.logs("solo-0", "peer-finder", false))
+	}()
+	await.Poll{Every: 500 * time.Millisecond}.Until(t, func() bool {
+		hosts, _ = b.exec("solo-0", "app", "cat", "/etc/hosts")
+		return strings.Contains(hosts, "\tsolo-0\n# END")
+	}, "the block back in /etc/hosts after the app started")
 }

@@ -2,6 +2,8 @@ package realnode
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,22 +25,19 @@ func (b *bed) waitRedis(n int, timeout time.Duration) string {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames("redis", n)
-	deadline := time.Now().Add(timeout)
-	for {
+	var primary string
+	b.waitApp(fmt.Sprintf("a primary with %d replicas", n-1), timeout, 2*time.Second, func() { b.dumpRedis(n + 2) }, func() error {
 		v := apps.JudgeRedis(apps.ReadRedisAll(context.Background(), ex, b.ns, pods), pods)
 		if v.Split() {
-			b.dumpRedis(n + 2)
 			b.t.Fatalf("two primaries: %s", v.Detail)
 		}
-		if v.Healthy {
-			return v.Primary()
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpRedis(n + 2)
-			b.t.Fatalf("no primary with %d replicas within %s: %s", n-1, timeout, v.Detail)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		primary = v.Primary()
+		return nil
+	})
+	return primary
 }
 
 // dumpRedis logs the containers' logs of the first n pods.

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
 )
@@ -33,30 +35,23 @@ func (b *bed) waitZookeeper(set, container string, n int, marker string, timeout
 	if marker != "" {
 		path = zkMarker
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	b.waitApp(fmt.Sprintf("a %d-member ZooKeeper ensemble", n), timeout, 3*time.Second, func() { b.dumpZookeeper(set, n+2) }, func() error {
 		v := apps.JudgeZookeeper(apps.ReadZookeeperAll(context.Background(), ex, b.ns, pods, container, ""), pods, false)
 		if v.Healthy && path != "" {
 			// The markers, only once the ensemble looks whole (a JVM each).
 			v = apps.JudgeZookeeper(apps.ReadZookeeperAll(context.Background(), ex, b.ns, pods, container, path), pods, true)
 			if v.Healthy && (len(v.Markers) != 1 || v.Markers[0] != marker) {
-				b.dumpZookeeper(set, n+2)
 				b.t.Fatalf("ensemble marker %q, want %q: another ensemble", v.Markers, marker)
 			}
 		}
 		if len(v.Markers) > 1 {
-			b.dumpZookeeper(set, n+2)
 			b.t.Fatalf("split brain: %s", v.Detail)
 		}
-		if v.Healthy {
-			return
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpZookeeper(set, n+2)
-			b.t.Fatalf("no %d-member ZooKeeper ensemble within %s: %s", n, timeout, v.Detail)
-		}
-		time.Sleep(3 * time.Second)
-	}
+		return nil
+	})
 }
 
 // dumpZookeeper logs the containers' logs of the first n pods of set, but
@@ -245,7 +240,7 @@ func TestAppZookeeperUpstreamShape(t *testing.T) {
 		b.waitZookeeper("zoo", apps.ZookeeperContainer, 3, "", 8*time.Minute)
 		t.Logf("3 members formed one ensemble after %s", time.Since(start).Round(time.Second))
 		log := b.logs("zoo-0", "bootstrap", false)
-		if !strings.Contains(log, "hook ran") || !strings.Contains(log, "command=/work-dir/on-start.sh") {
+		if len(logtest.Find(logtest.ParseText(log), "hook ran", "command", "/work-dir/on-start.sh")) == 0 { // the quotes stripped
 			t.Errorf("zoo-0's peer-finder does not say it ran /work-dir/on-start.sh:\n%s", log)
 		}
 		if log := b.logs("zoo-2", "bootstrap", false); !strings.Contains(log, "on-start: added as server.3=") {

@@ -7,6 +7,8 @@
 package await
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -63,11 +65,58 @@ func Send[T any](t testing.TB, ch chan<- T, v T, what string, args ...any) {
 // the test naming what after Timeout.
 func Until(t testing.TB, ok func() bool, what string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", Timeout, fmt.Sprintf(what, args...))
+	Poll{}.Until(t, ok, what, args...)
+}
+
+// Check polls check every few milliseconds until it returns nil, or fails
+// the test after Timeout naming what and check's last error: the last state
+// observed, so the failure says how far things got.
+func Check(t testing.TB, check func() error, what string, args ...any) {
+	t.Helper()
+	Poll{}.Check(t, check, what, args...)
+}
+
+// Poll is a wait with its own deadline and pace, for what is slower than a
+// process on this machine (a cluster, a pod, an authorizer's watch) or is
+// costly to look at. The zero Poll is Until's and Check's: Timeout, every
+// 5ms.
+type Poll struct {
+	Timeout time.Duration // how long before the test fails; 0 is Timeout
+	Every   time.Duration // the pause between two looks; 0 is 5ms
+}
+
+// Until polls ok until it returns true, or fails the test naming what
+// after p's timeout.
+func (p Poll) Until(t testing.TB, ok func() bool, what string, args ...any) {
+	t.Helper()
+	p.Check(t, func() error {
+		if ok() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		return errNotYet
+	}, what, args...)
+}
+
+// Check polls check until it returns nil, or fails the test after p's
+// timeout naming what and check's last error.
+func (p Poll) Check(t testing.TB, check func() error, what string, args ...any) {
+	t.Helper()
+	timeout, every := cmp.Or(p.Timeout, Timeout), cmp.Or(p.Every, 5*time.Millisecond)
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			if errors.Is(err, errNotYet) {
+				t.Fatalf("waited %s for %s", timeout, fmt.Sprintf(what, args...))
+			}
+			t.Fatalf("waited %s for %s: %v", timeout, fmt.Sprintf(what, args...), err)
+		}
+		time.Sleep(every)
 	}
 }
+
+// errNotYet is Until's condition not holding: nothing more to say.
+var errNotYet = errors.New("not yet")

@@ -1,8 +1,10 @@
 package await
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeT records a Fatalf instead of stopping the goroutine for good.
@@ -13,7 +15,7 @@ type fakeT struct {
 
 func (f *fakeT) Helper() {}
 func (f *fakeT) Fatalf(format string, args ...any) {
-	f.msg = format
+	f.msg = fmt.Sprintf(format, args...)
 	panic(f)
 }
 
@@ -44,4 +46,24 @@ func TestRecvAndSend(t *testing.T) {
 	Done(t, done, "a closed channel")
 	n := 0
 	Until(t, func() bool { n++; return n == 3 }, "three calls")
+}
+
+func TestCheckSaysTheLastState(t *testing.T) {
+	n := 0
+	Check(t, func() error {
+		if n++; n < 3 {
+			return fmt.Errorf("%d calls", n)
+		}
+		return nil
+	}, "three calls")
+	p := Poll{Timeout: 20 * time.Millisecond, Every: time.Millisecond}
+	msg := fails(func(t testing.TB) {
+		p.Check(t, func() error { n++; return fmt.Errorf("at %d", n) }, "%s", "never")
+	})
+	if !strings.Contains(msg, "for never: at ") {
+		t.Fatalf("Check that never holds: %q, want what and the last error", msg)
+	}
+	if msg := fails(func(t testing.TB) { p.Until(t, func() bool { return false }, "never") }); !strings.HasSuffix(msg, "for never") {
+		t.Fatalf("Until that never holds: %q", msg)
+	}
 }

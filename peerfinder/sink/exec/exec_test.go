@@ -198,17 +198,14 @@ func (s *supervisor) wait() int {
 
 func waitForFile(t *testing.T, path string, d time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 {
-			return string(b)
+	var b []byte
+	await.Poll{Timeout: d, Every: 10 * time.Millisecond}.Check(t, func() (err error) {
+		if b, err = os.ReadFile(path); err == nil && len(b) == 0 {
+			err = errors.New("empty")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written within %v", path, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	}, "%s to be written", path)
+	return string(b)
 }
 
 func TestExitStatus(t *testing.T) {
@@ -282,16 +279,13 @@ func TestReloadSignal(t *testing.T) {
 		s.apply() // reload
 		time.Sleep(100 * time.Millisecond)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	await.Check(t, func() error {
 		b, _ := os.ReadFile(reloads)
-		if n := strings.Count(string(b), "hup"); n == 3 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("child saw %d reloads, want 3", n)
+		if n := strings.Count(string(b), "hup"); n != 3 {
+			return fmt.Errorf("child saw %d reloads", n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, "the child to see 3 reloads")
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	if code := s.wait(); code != 0 {
 		t.Errorf("status = %d", code)
@@ -428,34 +422,31 @@ func TestOrphansReaped(t *testing.T) {
 				}
 				return n
 			}
-			adopted := sleeps()
-			for deadline := time.Now().Add(time.Second); adopted < 3 && time.Now().Before(deadline); adopted = sleeps() {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if adopted < 3 {
-				if strings.Contains(s.errb.String(), "mount /proc") {
-					t.Skipf("cannot run as pid 1 with its own /proc: %s", s.errb)
+			// Within the second the orphans nap.
+			await.Poll{Timeout: time.Second, Every: 10 * time.Millisecond}.Check(t, func() error {
+				if adopted := sleeps(); adopted < 3 {
+					if strings.Contains(s.errb.String(), "mount /proc") {
+						t.Skipf("cannot run as pid 1 with its own /proc: %s", s.errb)
+					}
+					return fmt.Errorf("%d adopted: %v", adopted, childrenOf(s.cmd.Process.Pid))
 				}
-				t.Fatalf("%d orphaned sleeps adopted by the supervisor, want 3: %v", adopted, childrenOf(s.cmd.Process.Pid))
-			}
+				return nil
+			}, "3 orphaned sleeps adopted by the supervisor")
 			// ...and after they exited, none is left a zombie: a zombie
 			// seen for a moment is one not reaped yet, so look until the
 			// child's own end (6 s) draws near.
-			var zombies []string
-			for deadline := time.Now().Add(4 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				zombies = zombies[:0]
+			await.Poll{Timeout: 4 * time.Second, Every: 20 * time.Millisecond}.Check(t, func() error {
+				var zombies []string
 				for pid, st := range childrenOf(s.cmd.Process.Pid) {
 					if strings.HasSuffix(st, " orphan-nap") {
 						zombies = append(zombies, fmt.Sprintf("%d (%s)", pid, st))
 					}
 				}
-				if len(zombies) == 0 || time.Now().After(deadline) {
-					break
+				if len(zombies) > 0 {
+					return fmt.Errorf("zombies or still running: %v", zombies)
 				}
-			}
-			if len(zombies) > 0 {
-				t.Errorf("orphans left under the supervisor (zombies or still running): %v", zombies)
-			}
+				return nil
+			}, "no orphan left under the supervisor")
 			if code := s.wait(); code != 4 {
 				t.Errorf("status = %d, want 4; stderr:\n%s", code, s.errb)
 			}

@@ -103,22 +103,28 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-// gone reports whether pid has exited (no such process, or a zombie
-// waiting for whoever inherited it) within d.
-func gone(pid int, d time.Duration) bool {
-	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+// awaitGone waits 2s for pid to exit (no such process, or a zombie waiting
+// for whoever inherited it), or kills it and fails the test naming what.
+func awaitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	gone := false
+	defer func() {
+		if !gone {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	await.Poll{Timeout: 2 * time.Second, Every: 10 * time.Millisecond}.Until(t, func() bool {
 		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			return true
 		}
-		if p, err := procfs.NewProc(pid); err == nil {
-			if st, err := p.Stat(); err == nil && st.State == "Z" {
-				return true
-			}
-		}
-		if time.Now().After(end) {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
 			return false
 		}
-	}
+		st, err := p.Stat()
+		return err == nil && st.State == "Z"
+	}, "process %d to end %s", pid, what)
+	gone = true
 }
 
 func TestParseCommand(t *testing.T) {
@@ -398,10 +404,7 @@ func TestApplyTimeoutKillsProcessGroup(t *testing.T) {
 			if !strings.Contains(err.Error(), "on-change") {
 				t.Errorf("error %q does not name the hook", err)
 			}
-			if pid := readPid(t, pidFile); !gone(pid, 2*time.Second) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Errorf("grandchild %d still running after the timeout", pid)
-			}
+			awaitGone(t, readPid(t, pidFile), "after the timeout")
 		})
 	}
 }
@@ -421,10 +424,7 @@ func TestApplyCancelKillsProcessGroup(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply = %v, want context.Canceled", err)
 	}
-	if pid := readPid(t, pidFile); !gone(pid, 2*time.Second) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("grandchild %d still running after cancel", pid)
-	}
+	awaitGone(t, readPid(t, pidFile), "after cancel")
 	// A done context does not start the hook at all.
 	out := filepath.Join(t.TempDir(), "stdin")
 	h, _ = newHook(t, hook.Config{OnChange: helper("stdin-to-file", out)})

@@ -1,7 +1,6 @@
 package hostsfile
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/internal/testing/need"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
@@ -22,8 +22,8 @@ import (
 // retried pod shadowing its terminating predecessor is no collision.
 func TestApplyWarnsOnceOnNameCollision(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
-	var logs bytes.Buffer
-	s, err := New(Options{Path: path, NameTemplate: "{{.Role}}", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	logs := logtest.New()
+	s, err := New(Options{Path: path, NameTemplate: "{{.Role}}", Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +34,9 @@ func TestApplyWarnsOnceOnNameCollision(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	warns := warnings(logs.String())
+	warns := collisions(logs)
 	if len(warns) != 1 || !strings.Contains(warns[0], `worker`) || !strings.Contains(warns[0], job("worker", "1").Key()) {
-		t.Fatalf("want one warning naming the host name worker and the peer left out, got %d:\n%s", len(warns), logs.String())
+		t.Fatalf("want one warning naming the host name worker and the peer left out, got %d:\n%s", len(warns), logs)
 	}
 	assertContent(t, path, "# BEGIN flock peer-finder\n10.0.0.1\tps\n10.0.0.2\tworker\n# END flock peer-finder\n")
 
@@ -48,8 +48,8 @@ func TestApplyWarnsOnceOnNameCollision(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if warns := warnings(logs.String()); len(warns) != 1 || !strings.Contains(warns[0], job("ps", "1").Key()) {
-		t.Errorf("want one warning for the new collision, got %d:\n%s", len(warns), logs.String())
+	if warns := collisions(logs); len(warns) != 1 || !strings.Contains(warns[0], job("ps", "1").Key()) {
+		t.Errorf("want one warning for the new collision, got %d:\n%s", len(warns), logs)
 	}
 
 	// A retried pod whose predecessor is still terminating: no warning.
@@ -61,8 +61,8 @@ func TestApplyWarnsOnceOnNameCollision(t *testing.T) {
 	if err := s.Apply(ctx, sink.Delivery{Set: peer.NewSet(old, newer), Generation: 6}); err != nil {
 		t.Fatal(err)
 	}
-	if warns := warnings(logs.String()); len(warns) != 0 {
-		t.Errorf("a terminating predecessor shadowed by its retry was warned about:\n%s", logs.String())
+	if warns := logs.AtLevel(slog.LevelWarn); len(warns) != 0 {
+		t.Errorf("a terminating predecessor shadowed by its retry was warned about: %v", warns)
 	}
 }
 
@@ -71,8 +71,8 @@ func TestApplyWarnsOnceOnNameCollision(t *testing.T) {
 // instead of an empty block without a word.
 func TestApplyWarnsOncePerChangeOnPeersWithoutFamily(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
-	var logs bytes.Buffer
-	s, err := New(Options{Path: path, Family: IPv4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	logs := logtest.New()
+	s, err := New(Options{Path: path, Family: IPv4, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func TestApplyWarnsOncePerChangeOnPeersWithoutFamily(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	warns := warnings(logs.String())
-	if len(warns) != 1 || !strings.Contains(warns[0], "ipv4") ||
-		!strings.Contains(warns[0], sts("web-0", 0).Key()) || !strings.Contains(warns[0], sts("web-1", 1).Key()) {
-		t.Fatalf("want one warning naming ipv4 and both IPv6-only peers, got %d:\n%s", len(warns), logs.String())
+	warns := logs.AtLevel(slog.LevelWarn)
+	if len(warns) != 1 || warns[0].Attrs["ip_family"] != "ipv4" ||
+		!strings.Contains(warns[0].Attrs["peers"], sts("web-0", 0).Key()) || !strings.Contains(warns[0].Attrs["peers"], sts("web-1", 1).Key()) {
+		t.Fatalf("want one warning naming ipv4 and both IPv6-only peers, got %v", warns)
 	}
 	assertContent(t, path, "# BEGIN flock peer-finder\n# END flock peer-finder\n")
 
@@ -98,17 +98,17 @@ func TestApplyWarnsOncePerChangeOnPeersWithoutFamily(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	warns = warnings(logs.String())
-	if len(warns) != 1 || strings.Contains(warns[0], sts("web-0", 0).Key()) || !strings.Contains(warns[0], sts("web-1", 1).Key()) {
-		t.Errorf("want one warning naming web-1 only, got %d:\n%s", len(warns), logs.String())
+	warns = logs.AtLevel(slog.LevelWarn)
+	if len(warns) != 1 || warns[0].Attrs["peers"] != "["+sts("web-1", 1).Key()+"]" {
+		t.Errorf("want one warning naming web-1 only, got %v", warns)
 	}
 	// A peer without any address yet is pending, not of the wrong family.
 	logs.Reset()
 	if err := s.Apply(ctx, sink.Delivery{Set: peer.NewSet(sts("web-0", 0, "10.0.0.1"), sts("web-2", 2)), Generation: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if warns := warnings(logs.String()); len(warns) != 0 {
-		t.Errorf("a peer without addresses was warned about:\n%s", logs.String())
+	if warns := logs.AtLevel(slog.LevelWarn); len(warns) != 0 {
+		t.Errorf("a peer without addresses was warned about: %v", warns)
 	}
 }
 
@@ -163,13 +163,11 @@ func resolve(t *testing.T, content []byte, name string) string {
 	return addr
 }
 
-// warnings returns the WARN records of a text log.
-func warnings(logs string) []string {
+// collisions returns the collisions attribute of each warning logged.
+func collisions(logs *logtest.Recorder) []string {
 	var out []string
-	for line := range strings.Lines(logs) {
-		if strings.Contains(line, "level=WARN") {
-			out = append(out, line)
-		}
+	for _, r := range logs.AtLevel(slog.LevelWarn) {
+		out = append(out, r.Attrs["collisions"])
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package hostsfile
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -34,14 +34,14 @@ func TestTwoWritersOfOneBlockBackOff(t *testing.T) {
 	type writer struct {
 		s    *Sink
 		k    keeper
-		logs *bytes.Buffer
+		logs *logtest.Recorder
 		m    *Metrics
 	}
 	start := func(name, ip string) *writer {
-		w := &writer{logs: &bytes.Buffer{}, m: NewMetrics(prometheus.NewRegistry())}
+		w := &writer{logs: logtest.New(), m: NewMetrics(prometheus.NewRegistry())}
 		var err error
 		w.s, err = New(Options{Path: path, ID: "web", Writer: name + " pid 7", KeepInterval: 10 * time.Millisecond,
-			Metrics: w.m, Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
+			Metrics: w.m, Logger: w.logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,9 +78,8 @@ func TestTwoWritersOfOneBlockBackOff(t *testing.T) {
 		w     *writer
 		other string
 	}{{a, "pod-b pid 7"}, {b, "pod-a pid 7"}} {
-		warns := warnings(c.w.logs.String())
-		if len(warns) != 1 || !strings.Contains(warns[0], c.other) {
-			t.Errorf("want one warning naming %q, got %d:\n%s", c.other, len(warns), c.w.logs.String())
+		if warns := c.w.logs.AtLevel(slog.LevelWarn); len(warns) != 1 || warns[0].Attrs["other_writer"] != c.other {
+			t.Errorf("want one warning naming %q, got %v", c.other, warns)
 		}
 		if ws := c.w.s.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], c.other) {
 			t.Errorf("Warnings() = %q, want one naming %q", ws, c.other)
@@ -108,10 +107,10 @@ func TestTwoWritersOfOneBlockBackOff(t *testing.T) {
 func TestTwoWritersOfOneSetDoNotConflict(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts")
 	ctx := context.Background()
-	var logs bytes.Buffer
+	logs := logtest.New()
 	var ws []*Sink
 	for _, name := range []string{"pod-a", "pod-b"} {
-		s, err := New(Options{Path: path, ID: "web", Writer: name, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		s, err := New(Options{Path: path, ID: "web", Writer: name, Logger: logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +129,7 @@ func TestTwoWritersOfOneSetDoNotConflict(t *testing.T) {
 		}
 	}
 	assertContent(t, path, string(want))
-	if strings.Contains(logs.String(), "level=WARN") || strings.Contains(logs.String(), "restored") {
-		t.Errorf("writers of one set conflicted:\n%s", logs.String())
+	if warns, restored := logs.AtLevel(slog.LevelWarn), logs.Find("hosts file: block restored after the file was rewritten by someone else"); len(warns)+len(restored) != 0 {
+		t.Errorf("writers of one set conflicted: %v %v", warns, restored)
 	}
 }

@@ -1,7 +1,6 @@
 package hostsfile
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -21,11 +21,11 @@ func TestSinkApply(t *testing.T) {
 	if err := os.WriteFile(path, []byte(user), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	logs := logtest.New()
 	s, err := New(Options{
 		Path: path, ID: "train", NameTemplate: "{{.Role}}-{{.Index}}",
 		Expected: []string{"ps-0", "worker-0", "worker-1"},
-		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:   logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +41,8 @@ func TestSinkApply(t *testing.T) {
 	}
 	want := user + "# BEGIN flock peer-finder train\n10.0.0.1\tps-0\n10.0.0.2\tworker-0\n# no address yet: worker-1\n# END flock peer-finder train\n"
 	assertContent(t, path, want)
-	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
-		t.Errorf("%d warnings for one invalid name, want 1:\n%s", n, logs.String())
+	if warns := logs.AtLevel(slog.LevelWarn); len(warns) != 1 || warns[0].Attrs["count"] != "1" {
+		t.Errorf("warnings %v, want one for one invalid name", warns)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode changed to %v", fi.Mode().Perm())
@@ -54,8 +54,8 @@ func TestSinkApply(t *testing.T) {
 	if err := s.Apply(ctx, sink.Delivery{Set: set, Generation: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if inodeOf(t, path) != ino || !strings.Contains(logs.String(), "result=unchanged") {
-		t.Errorf("unchanged set rewrote the file:\n%s", logs.String())
+	if applied := logs.Find("hosts file applied"); inodeOf(t, path) != ino || len(applied) != 1 || applied[0].Attrs["result"] != "unchanged" {
+		t.Errorf("unchanged set rewrote the file: %v", applied)
 	}
 
 	// worker-1 appears, worker-0 is retried with a new IP.

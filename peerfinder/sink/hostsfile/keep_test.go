@@ -2,12 +2,14 @@ package hostsfile
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 )
@@ -45,19 +47,15 @@ func TestRunRestoresARewrittenFile(t *testing.T) {
 	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.Check(t, func() error {
 		b, _ := os.ReadFile(path)
 		got := string(b)
-		if strings.Contains(got, "10.0.0.2\tweb-0") {
-			if !strings.HasPrefix(got, kubelet) || strings.Contains(got, "10.0.0.1") {
-				t.Fatalf("restored file lost the other writer's lines or holds an older block:\n%s", got)
-			}
-			return
+		if !strings.Contains(got, "10.0.0.2\tweb-0") {
+			return fmt.Errorf("the file is\n%s", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the block was not restored within 10s:\n%s", got)
+		if !strings.HasPrefix(got, kubelet) || strings.Contains(got, "10.0.0.1") {
+			t.Fatalf("restored file lost the other writer's lines or holds an older block:\n%s", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, "the block to be restored")
 }

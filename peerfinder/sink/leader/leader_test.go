@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/flockd/flock/internal/kube/clientset"
 	"github.com/flockd/flock/internal/testing/await"
@@ -75,6 +77,12 @@ func run(t *testing.T, s *Sink) (stop func()) {
 	return func() { cancel(); await.Done(t, done, "the campaign to end after cancel") }
 }
 
+// leaseActions counts the requests with verb on Leases client has served:
+// the election's progress, for checks that something did not happen.
+func leaseActions(client *fake.Clientset, verb string) int {
+	return len(slices.DeleteFunc(client.Actions(), func(a k8stesting.Action) bool { return !a.Matches(verb, "leases") }))
+}
+
 func delivery(gen uint64) sink.Delivery {
 	return sink.Delivery{Set: peer.NewSet(peer.Peer{FQDN: "a.svc", IPs: []string{"10.0.0.1"}}), Self: "a.svc", Generation: gen}
 }
@@ -122,8 +130,11 @@ func TestOnlyLeaderAppliesAndTakeoverAppliesNewest(t *testing.T) {
 	if got := rb.applied(); len(got) != 2 || got[1] != 4 {
 		t.Errorf("b applied %v, want [3 4]", got)
 	}
-	time.Sleep(300 * time.Millisecond) // no duplicate catch-up of an applied set
-	if got := rb.applied(); len(got) != 2 {
+	// No duplicate catch-up of an applied set while b goes on leading:
+	// three renewals later, still [3 4].
+	renewed := leaseActions(client, "update")
+	await.Until(t, func() bool { return leaseActions(client, "update") >= renewed+3 }, "b to renew the Lease 3 times")
+	if got := rb.applied(); !slices.Equal(got, []uint64{3, 4}) {
 		t.Errorf("b applied %v, want [3 4]", got)
 	}
 }
@@ -187,7 +198,9 @@ func TestTakeoverOnlyAfterExpiry(t *testing.T) {
 	b := newSink(t, client, "b", &recorder{})
 	stop := run(t, b)
 	defer stop()
-	time.Sleep(500 * time.Millisecond) // several retry periods, well inside the 3s lease
+	// Several tries to acquire (each reads the Lease), well inside the 3s
+	// lease: none takes it over.
+	await.Until(t, func() bool { return leaseActions(client, "get") >= 3 }, "b to try to acquire the Lease 3 times")
 	if b.Leading() {
 		t.Fatal("b took over a Lease that had not expired")
 	}

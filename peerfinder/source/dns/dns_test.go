@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/dnstest"
+	"github.com/flockd/flock/internal/testing/logtest"
 	"github.com/flockd/flock/peerfinder/peer"
 )
 
@@ -215,7 +215,7 @@ type harness struct {
 	pauses  chan time.Duration
 	release chan struct{}
 	started bool
-	logs    *recorder
+	logs    *logtest.Recorder
 }
 
 func run(t *testing.T, cfg Config) *harness {
@@ -225,9 +225,9 @@ func run(t *testing.T, cfg Config) *harness {
 		up:      make(chan []peer.Peer),
 		pauses:  make(chan time.Duration),
 		release: make(chan struct{}),
-		logs:    &recorder{},
+		logs:    logtest.New(),
 	}
-	cfg.Logger = slog.New(h.logs)
+	cfg.Logger = h.logs.Logger()
 	src, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -290,46 +290,6 @@ func (h *harness) step() (sent []peer.Peer, pause time.Duration) {
 	}
 }
 
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec)
-	return nil
-}
-
-// count returns how many records at level or above were logged.
-func (r *recorder) count(level slog.Level) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, rec := range r.records {
-		if rec.Level >= level {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *recorder) messages(level slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.records {
-		if rec.Level == level {
-			out = append(out, rec.Message)
-		}
-	}
-	return out
-}
-
 func TestRunDeliversChangesOnly(t *testing.T) {
 	s := dnstest.New(t)
 	first := s.Peers(svc, "web", 2, 80)
@@ -362,8 +322,8 @@ func TestRunDeliversChangesOnly(t *testing.T) {
 	if sent, _ := h.step(); len(sent) != 3 || sent[2].IPs[0] != "192.0.2.7" {
 		t.Fatalf("address change not sent: %+v", sent)
 	}
-	if n := h.logs.count(slog.LevelInfo); n != 0 {
-		t.Errorf("%d info or louder records while all went well", n)
+	if recs := h.logs.AtLeast(slog.LevelInfo); len(recs) != 0 {
+		t.Errorf("info or louder records while all went well: %v", recs)
 	}
 }
 
@@ -397,7 +357,7 @@ func TestRunFailureKeepsLastAndBacksOff(t *testing.T) {
 	if q0, q1 := ss[0].Queries("udp"), ss[1].Queries("udp"); q0 != 7 || q1 != 6 {
 		t.Errorf("queries %d and %d, want 7 and 6", q0, q1)
 	}
-	if got := h.logs.messages(slog.LevelWarn); len(got) != 1 {
+	if got := logtest.Messages(h.logs.AtLevel(slog.LevelWarn)); len(got) != 1 {
 		t.Errorf("warnings %q, want one for the change of state", got)
 	}
 
@@ -410,7 +370,7 @@ func TestRunFailureKeepsLastAndBacksOff(t *testing.T) {
 		t.Errorf("recovery sent %v, paused %v; want nothing and the period", fqdns(sent), pause)
 	}
 	h.step()
-	if got := h.logs.messages(slog.LevelInfo); !slices.Equal(got, []string{"lookup recovered"}) {
+	if got := logtest.Messages(h.logs.AtLevel(slog.LevelInfo)); !slices.Equal(got, []string{"lookup recovered"}) {
 		t.Errorf("info records %q, want one recovery", got)
 	}
 }
@@ -479,7 +439,7 @@ func TestRunStillTruncatedIsNotDelivered(t *testing.T) {
 	if v := testutil.ToFloat64(m.Truncated); v != 3 {
 		t.Errorf("truncated = %v, want 3", v)
 	}
-	if got := h.logs.messages(slog.LevelError); len(got) != 1 {
+	if got := logtest.Messages(h.logs.AtLevel(slog.LevelError)); len(got) != 1 {
 		t.Errorf("error records %q, want one", got)
 	}
 	s.SetTruncateTCP(false)
@@ -497,8 +457,8 @@ func TestRunReturnsOnCancelWhileSending(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, make(chan []peer.Peer)) }() // nobody receives
-	time.Sleep(50 * time.Millisecond)
+	go func() { done <- src.Run(ctx, make(chan []peer.Peer)) }()                    // nobody receives
+	await.Until(t, func() bool { return s.Queries("udp") > 0 }, "the first lookup") // then Run sends
 	cancel()
 	select {
 	case err := <-done:

@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,11 +35,11 @@ func TestOnlyOwnMembersAccepted(t *testing.T) {
 	if got := fqdns(sent); !slices.Equal(got, want) {
 		t.Fatalf("delivered %v, want only the service's own members %v", got, want)
 	}
-	warns := h.logs.messages(slog.LevelWarn)
-	if len(warns) != 1 {
-		t.Fatalf("warnings = %q, want one about the rejected targets", warns)
+	warns := h.logs.AtLevel(slog.LevelWarn)
+	if len(warns) != 1 || warns[0].Attrs["name"] != svc+"." {
+		t.Fatalf("warnings = %v, want one about the rejected targets of %s", warns, svc)
 	}
-	logged := h.logs.attrs(slog.LevelWarn)
+	logged := warns[0].Attrs["rejected"]
 	for _, r := range hostile {
 		name := strings.ToLower(strings.TrimSuffix(r.Target, "."))
 		if !strings.Contains(logged, name) {
@@ -52,28 +51,15 @@ func TestOnlyOwnMembersAccepted(t *testing.T) {
 	}
 	// The same answer again: no new warning.
 	h.step()
-	if n := len(h.logs.messages(slog.LevelWarn)); n != 1 {
+	if n := len(h.logs.AtLevel(slog.LevelWarn)); n != 1 {
 		t.Errorf("%d warnings after an unchanged answer, want still 1", n)
 	}
 	// A change of what is rejected is logged again.
 	s.SetSRV(svc, append(slices.Clone(good), dnstest.SRVRecord{Target: "evil.example.org", Port: 80})...)
 	h.step()
-	if n := len(h.logs.messages(slog.LevelWarn)); n != 2 {
+	if n := len(h.logs.AtLevel(slog.LevelWarn)); n != 2 {
 		t.Errorf("%d warnings after the rejected names changed, want 2", n)
 	}
-}
-
-// attrs renders the attributes of the records at level, for assertions.
-func (r *recorder) attrs(level slog.Level) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	for _, rec := range r.records {
-		if rec.Level == level {
-			rec.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, "%s=%v ", a.Key, a.Value); return true })
-		}
-	}
-	return b.String()
 }
 
 // Attempts (resolv.conf attempts:) makes a failing lookup ask every server
@@ -123,7 +109,7 @@ func TestRunFlappingBacksOffAndLogsBounded(t *testing.T) {
 	if last := failPauses[len(failPauses)-1]; last < 8*time.Second {
 		t.Errorf("backoff under flapping stays at %v (pauses after failures %v), want it to grow", last, failPauses)
 	}
-	records := len(h.logs.messages(slog.LevelWarn)) + len(h.logs.messages(slog.LevelInfo))
+	records := len(h.logs.AtLevel(slog.LevelWarn)) + len(h.logs.AtLevel(slog.LevelInfo))
 	if limit := int(virtual/source.LogGap) + 2; records > limit {
 		t.Errorf("%d failing/recovered records in %v of flapping, want at most %d (one per %v)", records, virtual, limit, source.LogGap)
 	}
