@@ -14,8 +14,18 @@ import (
 // Python 3 with mpi4py, and OpenSSH's client and server as mpirun's launch
 // transport, set up to run without root (examples/batch/mpi): sshd listens
 // on MpiSSHPort with a host key the container generates in /tmp, and
-// accepts the key in MpiSSHDir (a Secret) for the image's user only.
+// accepts the key in MpiSSHDir (a Secret) for the image's user only. Its
+// /etc/hosts is a symbolic link to MpiHostsLink (linkHosts).
 const MpiApp = "apps/mpi"
+
+// MpiHostsDir is where the pods of examples/batch/mpi mount the emptyDir
+// peer-finder writes its hosts file and MPI hostfile into, MpiHostsLink the
+// target of the image's /etc/hosts: peer-finder renames each new hosts file
+// into the directory, and every lookup reads a whole one.
+const (
+	MpiHostsDir  = "/etc/flock/mpi"
+	MpiHostsLink = MpiHostsDir + "/hosts"
+)
 
 // MpiSSHPort is the port the image's sshd listens on and its ssh client
 // connects to: above 1024, so sshd runs as the image's user.
@@ -136,8 +146,8 @@ func mpiPaths(pkg, p string) bool {
 }
 
 // MpiRoot returns the MPI image's root filesystem for goarch in two
-// layers: the system (busybox, /etc with the ssh configurations, the
-// libraries) and the application (Open MPI, Python and mpi4py, OpenSSH,
+// layers: the system (busybox, /etc with the ssh configurations and
+// /etc/hosts a link to MpiHostsLink, the libraries) and the application (Open MPI, Python and mpi4py, OpenSSH,
 // getent, picked by mpiPaths, with mpirun and mpiexec on the PATH as Debian's
 // alternatives make them). pkgs must hold MpiPackages for goarch, common
 // MpiCommonPackages; a library a program or plugin needs that none of
@@ -153,6 +163,7 @@ func MpiRoot(goarch string, pkgs, common map[string]Package) (system, app []imag
 	}
 	files["/etc/ssh/ssh_config"] = imagebuild.Regular("/etc/ssh/ssh_config", 0o644, []byte(MpiSSHConfig))
 	files["/etc/ssh/sshd_config"] = imagebuild.Regular("/etc/ssh/sshd_config", 0o644, []byte(MpiSSHDConfig))
+	linkHosts(files, MpiHostsLink)
 
 	content := map[string]Package{}
 	for _, n := range append(slices.Clone(MpiPackages[:mpiContent]), MpiCommonPackages...) {

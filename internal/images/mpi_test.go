@@ -54,7 +54,7 @@ func fakeMpiDebs(t *testing.T, cache string) {
 // alternatives make them, Open MPI's plugins but those for fabrics a pod
 // has not, Python without its tests and the modules whose libraries the
 // image leaves out, mpi4py without headers, ssh and sshd configured for a
-// non-root sshd; a missing package is an error.
+// non-root sshd, /etc/hosts a link into the hosts directory; a missing package is an error.
 func TestMpiRoot(t *testing.T) {
 	cache := t.TempDir()
 	fakeDebs(t, cache)
@@ -94,6 +94,9 @@ func TestMpiRoot(t *testing.T) {
 		if _, ok := files[p]; !ok || inApp[p] {
 			t.Errorf("no %s in the system layer", p)
 		}
+	}
+	if files["/etc/hosts"] != MpiHostsLink || inApp["/etc/hosts"] {
+		t.Errorf("/etc/hosts is %q, want a link to %s in the system layer", files["/etc/hosts"], MpiHostsLink)
 	}
 	if files["/usr/bin/mpirun"] != "orterun" {
 		t.Errorf("/usr/bin/mpirun is %q, want a link to orterun", files["/usr/bin/mpirun"])

@@ -33,12 +33,22 @@ func SharedHostsRoot(goarch string, pkgs map[string]Package) ([]imagebuild.File,
 	if err != nil {
 		return nil, fmt.Errorf("shared-hosts image: %w", err)
 	}
-	files["/etc/hosts"] = imagebuild.Symlink("/etc/hosts", SharedHostsLink)
+	linkHosts(files, SharedHostsLink)
 	var root []imagebuild.File
 	for _, f := range files {
 		root = append(root, f)
 	}
 	return sortFiles(root), nil
+}
+
+// linkHosts makes the image's /etc/hosts a symbolic link to target, a file
+// in a directory volume the pods mount deeper than /etc/hosts (three or more
+// path elements, as SharedHostsDir): the C library opens the link anew at
+// every lookup, so it reads each whole file renamed into that directory
+// (-hosts-write-mode=replace), and the kubelet's own /etc/hosts mount, made
+// first through the link, lands on target in the image, under the volume.
+func linkHosts(files map[string]imagebuild.File, target string) {
+	files["/etc/hosts"] = imagebuild.Symlink("/etc/hosts", target)
 }
 
 func buildSharedHosts(ctx context.Context, o AppOptions) (Archive, error) {

@@ -165,15 +165,40 @@ func TestExampleMPI(t *testing.T) {
 
 // getentUntil runs getent hosts NAME every 10ms until it gives an address
 // other than OLD, then prints the time (Unix ns) it did and the address
-// (busybox's date has no nanoseconds).
-const getentUntil = `import subprocess, sys, time
-name, old = sys.argv[1], sys.argv[2]
+// (busybox's date has no nanoseconds). It is a reader too: each lookup
+// asks for the names after OLD as well, which must keep their first
+// answers (a torn read of the hosts file loses or garbles a line); it then
+// prints the lookups, the bad ones, and how often the inode behind
+// /etc/hosts changed from one lookup to the next (a file replaced by
+// rename, as the example writes it, gets a new one; a file rewritten in
+// place never does; start and end alone may match, as the file system
+// reuses a freed inode). The first bad lookups go to stderr.
+const getentUntil = `import os, subprocess, sys, time
+name, old, steady = sys.argv[1], sys.argv[2], sys.argv[3:]
+def look():
+    out = subprocess.run(["getent", "hosts", name, *steady], capture_output=True, text=True).stdout
+    got = {}
+    for line in out.splitlines():
+        f = line.split()
+        for k in [name, *steady]:
+            if k in f[1:]:
+                got[k] = f[0]
+    return got
+want, ino = look(), os.stat("/etc/hosts").st_ino
+n = bad = changes = 0
 while True:
-    out = subprocess.run(["getent", "hosts", name], capture_output=True, text=True).stdout.split()
-    if out and out[0] != old:
-        print(time.time_ns(), out[0])
+    got = look()
+    n += 1
+    now = os.stat("/etc/hosts").st_ino
+    changes, ino = changes + (now != ino), now
+    if any(k not in want or got.get(k) != want[k] for k in steady):
+        bad += 1
+        if bad <= 3:
+            print("BAD lookup", n, got, "want", want, file=sys.stderr)
+    if got.get(name, old) != old:
         break
     time.sleep(0.01)
+print(time.time_ns(), got[name], n, bad, changes)
 `
 
 // failFirstWorker1 is the test's only change to the example besides
@@ -204,7 +229,9 @@ const maxNewIPLag = 10 * time.Second
 // attempt failing before mpirun starts: the Job retries it with a new pod
 // and IP, every other pod's getent hosts worker-1 gives the new IP within
 // maxNewIPLag of the new pod's IP in its status (each pod's time logged),
-// and the MPI job still completes with the right sum.
+// the other names never miss nor change meanwhile (a reader in each pod),
+// the hosts file is replaced (a new inode behind /etc/hosts), and the MPI
+// job still completes with the right sum.
 func TestExampleMPIWorkerRetried(t *testing.T) {
 	b := newBed(t)
 	b.NeedRealNodes(t, 3)
@@ -248,9 +275,10 @@ func TestExampleMPIWorkerRetried(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, p := range others {
 		wg.Go(func() {
-			out, err := exec(ctx, b.ns, p.Name, "mpi", "python3", "-c", getentUntil, "worker-1", first.Status.PodIP)
-			f := strings.Fields(out)
-			if err != nil || len(f) != 2 {
+			out, err := exec(ctx, b.ns, p.Name, "mpi", "python3", "-c", getentUntil, "worker-1", first.Status.PodIP, "launcher-0", "worker-0", "worker-2")
+			line, bads, _ := strings.Cut(out, "\n") // stdout's line, then stderr's
+			f := strings.Fields(line)
+			if err != nil || len(f) != 5 {
 				t.Errorf("%s: getent hosts worker-1 never gave another IP than %s: %v (%q)", p.Name, first.Status.PodIP, err, out)
 				return
 			}
@@ -258,6 +286,13 @@ func TestExampleMPIWorkerRetried(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s: time %q", p.Name, out)
 				return
+			}
+			t.Logf("reader in %s: %s lookups, %s bad; /etc/hosts replaced %s times", p.Spec.Hostname, f[2], f[3], f[4])
+			if f[3] != "0" {
+				t.Errorf("%s: %s lookups of launcher-0, worker-0, worker-2 during the retry lost or changed an entry (torn read):\n%s", p.Spec.Hostname, f[3], bads)
+			}
+			if f[4] == "0" {
+				t.Errorf("%s: /etc/hosts kept its inode through the retry's rewrites: rewritten in place, not replaced through the directory", p.Spec.Hostname)
 			}
 			mu.Lock()
 			got[p.Spec.Hostname] = resolved{time.Unix(0, ns), f[1]}
