@@ -37,6 +37,19 @@ test-unit: ## Fast tier: every test that needs no local cluster (go test -short:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -short -count=1 ./...
 
+# The torch example's image (ghcr.io/flockd/apps/torch: Debian's PyTorch,
+# ~200 MB archive, ~550 MB unpacked) is too large to build at every make
+# images and make test: make test-torch builds it and runs its one test.
+TORCH_IMAGE = $(IMAGE_OUT)/apps-torch.tar
+
+torch-image: ## Build the torch example's image ghcr.io/flockd/apps/torch (this machine's arch; ~200 MB, not part of make images) into bin/images.
+	@$(GO) run ./hack/images -torch -out=$(IMAGE_OUT) -repo=$(IMAGE_REPO) -tag=$(IMAGE_TAG) -aliases=$(IMAGE_ALIASES) \
+		-source-date-epoch=$(SOURCE_DATE_EPOCH) -revision=$(shell git rev-parse HEAD 2>/dev/null)
+
+test-torch: cluster-build images torch-image ## Run examples/batch/torch on two real nodes (TestExampleTorch, build tag torch; not part of make test: ~2 min cold, see README).
+	$(GO) vet -tags=torch ./test/realnode/
+	FLOCK_TORCH_IMAGE=$(abspath $(TORCH_IMAGE)) $(FLOCK_CLUSTER) exec -- $(GO) test -tags=torch -race -count=1 -run '^TestExampleTorch$$' -v ./test/realnode/
+
 FLOCK_CLUSTER := $(BIN)/flock-cluster
 
 # Always rebuilt (seconds when cached) so the binary never lags behind the source.
@@ -247,5 +260,5 @@ controller-demo: cluster-build ## Flock demo: flock-controller creates a NodePin
 
 .PHONY: generate manifests api-docs verify controller controller-demo
 
-.PHONY: help build test test-unit lint helm mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
+.PHONY: help build test test-unit test-torch torch-image lint helm mutate fuzz campaign images release release-check demo-simulated bench bench-apiload cluster-build cluster-up cluster-env cluster-down demo FORCE
 FORCE:

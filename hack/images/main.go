@@ -37,6 +37,7 @@ func main() {
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "creation time and mtime of every file, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	fs.StringVar(&o.Revision, "revision", "", "source commit recorded in the images")
 	apps := fs.Bool("apps", false, "also build the application images (ghcr.io/flockd/apps/*, this machine's architecture) from the local cluster's cached binaries (make cluster-build) and Debian packages")
+	torch := fs.Bool("torch", false, "build only the torch application image (ghcr.io/flockd/apps/torch, this machine's architecture; make test-torch), not the others")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -62,6 +63,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *torch {
+		if err := buildTorch(ctx, o); err != nil {
+			slog.Error("torch image failed", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if _, err := images.Build(ctx, o); err != nil {
 		slog.Error("images failed", "err", err)
 		os.Exit(1)
@@ -93,5 +101,15 @@ func buildApps(ctx context.Context, o images.Options) error {
 		Options: o, Arch: runtime.GOARCH,
 		Etcd: bin("etcd", "etcd"), Etcdctl: bin("etcdctl", "etcdctl"), UpstreamPeerFinder: localcluster.UpstreamPeerFinder(cache),
 	})
+	return err
+}
+
+// buildTorch builds the torch image alone: it is too large to build with
+// the other application images at every make images.
+func buildTorch(ctx context.Context, o images.Options) error {
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return fmt.Errorf("torch image: %w", err)
+	}
+	_, err := images.BuildTorch(ctx, images.AppOptions{Options: o, Arch: runtime.GOARCH})
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -216,4 +217,74 @@ func writeApp(o AppOptions, name string, cfg imagebuild.Config, pkgs map[string]
 	}
 	log.Info("image written", "ref", ref, "aliases", strings.Join(arc.Aliases, ","), "path", arc.Path, "arches", o.Arch)
 	return arc, nil
+}
+
+// picked is what pickContent returns: the image's files (busybox, /etc,
+// and the content packages' files), the pool WithLibraries takes libraries
+// from (the library packages and the content), which files are the
+// application layer's, and the ELF files among them, sorted.
+type picked struct {
+	files, from map[string]imagebuild.File
+	inApp       map[string]bool
+	elfs        []string
+}
+
+// pickContent starts an image made of Debian packages: the shell, the files
+// keep picks from the content packages (owned by root), and every file of
+// the library packages as the pool of libraries. A content package found
+// in neither pkgs nor common, a library package not in pkgs, or no file
+// picked is an error.
+func pickContent(pkgs, common map[string]Package, content, libs []string, keep func(pkg, p string) bool) (picked, error) {
+	files, err := shell(pkgs)
+	if err != nil {
+		return picked{}, err
+	}
+	r := picked{files: files, from: map[string]imagebuild.File{}, inApp: map[string]bool{}}
+	for _, n := range libs {
+		p, ok := pkgs[n]
+		if !ok {
+			return picked{}, fmt.Errorf("package %s missing", n)
+		}
+		for k, f := range p.Files {
+			r.from[k] = f
+		}
+	}
+	for _, n := range content {
+		p, ok := pkgs[n]
+		if !ok {
+			p, ok = common[n]
+		}
+		if !ok {
+			return picked{}, fmt.Errorf("package %s missing", n)
+		}
+		for k, f := range p.Files {
+			if f.Mode.IsDir() || !keep(n, k) {
+				continue
+			}
+			f.UID, f.GID = 0, 0
+			if f.Mode.IsRegular() {
+				if _, err := imagebuild.ReadELFHead(f.Data); err == nil {
+					r.elfs = append(r.elfs, k)
+				}
+			}
+			r.files[k], r.from[k], r.inApp[k] = f, f, true
+		}
+	}
+	if len(r.inApp) == 0 {
+		return picked{}, fmt.Errorf("no files taken from %v", content)
+	}
+	slices.Sort(r.elfs)
+	return r, nil
+}
+
+// layers splits the image's files into the system and application layers.
+func (r picked) layers() (system, app []imagebuild.File) {
+	for p, f := range r.files {
+		if r.inApp[p] {
+			app = append(app, f)
+		} else {
+			system = append(system, f)
+		}
+	}
+	return sortFiles(system), sortFiles(app)
 }

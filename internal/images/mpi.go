@@ -93,6 +93,21 @@ var (
 // rest are libraries).
 const mpiContent = 11
 
+// pythonStdlib says which files of Debian's libpython3.11-minimal and
+// libpython3.11-stdlib an image with Python keeps: the standard library
+// without its tests, GUI, and modules for terminals and databases (whose
+// libraries the images leave out).
+func pythonStdlib(p string) bool {
+	for _, s := range []string{"/test/", "/tests/", "/idlelib/", "/tkinter/", "/turtledemo/", "/ensurepip/",
+		"/lib2to3/", "/pydoc_data/", "/config-3.11", "/lib-dynload/_test", "/lib-dynload/xx", "_ctypes_test",
+		"_curses", "readline.", "_dbm.", "_sqlite3.", "nis.", "/sqlite3/", "/curses/", "/dbm/"} {
+		if strings.Contains(p, s) {
+			return false
+		}
+	}
+	return strings.HasPrefix(p, "/usr/lib/python3.11/")
+}
+
 // mpiPaths says which files of a content package the image keeps: the
 // programs mpirun runs and launches (no compiler wrappers: the image has
 // no compiler), Open MPI's and PMIx's libraries and plugins but those for
@@ -124,14 +139,7 @@ func mpiPaths(pkg, p string) bool {
 		}
 		return strings.Contains(p, "/lib/") || strings.Contains(p, "/pmix2/share/")
 	case "libpython3.11-minimal", "libpython3.11-stdlib":
-		for _, s := range []string{"/test/", "/tests/", "/idlelib/", "/tkinter/", "/turtledemo/", "/ensurepip/",
-			"/lib2to3/", "/pydoc_data/", "/config-3.11", "/lib-dynload/_test", "/lib-dynload/xx", "_ctypes_test",
-			"_curses", "readline.", "_dbm.", "_sqlite3.", "nis.", "/sqlite3/", "/curses/", "/dbm/"} {
-			if strings.Contains(p, s) {
-				return false
-			}
-		}
-		return strings.HasPrefix(p, "/usr/lib/python3.11/")
+		return pythonStdlib(p)
 	case "python3-mpi4py":
 		return strings.HasPrefix(p, "/usr/lib/python3/dist-packages/mpi4py/") &&
 			!strings.Contains(p, "/include/") && !strings.HasSuffix(p, ".pxd") && !strings.HasSuffix(p, ".pyi")
@@ -157,71 +165,24 @@ func MpiRoot(goarch string, pkgs, common map[string]Package) (system, app []imag
 	if !ok {
 		return nil, nil, fmt.Errorf("mpi image: unsupported GOARCH %q", goarch)
 	}
-	files, err := shell(pkgs)
+	r, err := pickContent(pkgs, common, append(slices.Clone(MpiPackages[:mpiContent]), MpiCommonPackages...), MpiPackages[mpiContent:], mpiPaths)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mpi image: %w", err)
 	}
+	files, from, inApp, elfs := r.files, r.from, r.inApp, r.elfs
 	files["/etc/ssh/ssh_config"] = imagebuild.Regular("/etc/ssh/ssh_config", 0o644, []byte(MpiSSHConfig))
 	files["/etc/ssh/sshd_config"] = imagebuild.Regular("/etc/ssh/sshd_config", 0o644, []byte(MpiSSHDConfig))
 	linkHosts(files, MpiHostsLink)
-
-	content := map[string]Package{}
-	for _, n := range append(slices.Clone(MpiPackages[:mpiContent]), MpiCommonPackages...) {
-		p, ok := pkgs[n]
-		if !ok {
-			p, ok = common[n]
-		}
-		if !ok {
-			return nil, nil, fmt.Errorf("mpi image: package %s missing", n)
-		}
-		content[n] = p
-	}
-	from := map[string]imagebuild.File{}
-	for _, n := range MpiPackages[mpiContent:] {
-		p, ok := pkgs[n]
-		if !ok {
-			return nil, nil, fmt.Errorf("mpi image: package %s missing", n)
-		}
-		for k, f := range p.Files {
-			from[k] = f
-		}
-	}
-	inApp := map[string]bool{}
-	var elfs []string
-	for name, p := range content {
-		for k, f := range p.Files {
-			if f.Mode.IsDir() || !mpiPaths(name, k) {
-				continue
-			}
-			f.UID, f.GID = 0, 0
-			if f.Mode.IsRegular() {
-				if _, err := imagebuild.ReadELFHead(f.Data); err == nil {
-					elfs = append(elfs, k)
-				}
-			}
-			files[k], from[k], inApp[k] = f, f, true
-		}
-	}
-	if len(inApp) == 0 {
-		return nil, nil, fmt.Errorf("mpi image: no files taken from %v", MpiPackages[:mpiContent])
-	}
 	for _, l := range []string{"mpirun", "mpiexec"} {
 		p := "/usr/bin/" + l
 		files[p], inApp[p] = imagebuild.Symlink(p, "orterun"), true
 	}
-	slices.Sort(elfs)
 	libDirs := []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/usr/lib/" + triplet + "/pmix2/lib"}
 	if _, err := imagebuild.WithLibraries(files, from, libDirs, elfs...); err != nil {
 		return nil, nil, fmt.Errorf("mpi image: %w", err)
 	}
-	for p, f := range files {
-		if inApp[p] {
-			app = append(app, f)
-		} else {
-			system = append(system, f)
-		}
-	}
-	return sortFiles(system), sortFiles(app), nil
+	system, app = r.layers()
+	return system, app, nil
 }
 
 // buildMpi builds the MPI image for o.Arch.

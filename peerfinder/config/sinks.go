@@ -226,9 +226,11 @@ func (c *Config) completeJobFiles() error {
 		return usage("rendezvous-port", "%d: want 1 to 65535", s.RendezvousPort)
 	case s.RendezvousFile == "" && s.Exec == nil:
 		return usage("rendezvous", "needs -rendezvous-file or a command after --")
-	case len(s.Expected) == 0:
+	case len(s.Expected) == 0 && !s.ExpectAuto:
 		// A training job's world is fixed when it starts: its size cannot
-		// be whatever members happen to be known then.
+		// be whatever members happen to be known then. With
+		// -hosts-expect=auto the names are read from the Jobs at start,
+		// before any sink is built.
 		return usage("rendezvous", "needs expected names to rank: -hosts-expect, or -expect N")
 	}
 	return nil

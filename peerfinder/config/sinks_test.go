@@ -54,6 +54,17 @@ func TestParseSinkFlags(t *testing.T) {
 			},
 		},
 		{
+			name: "torch rendezvous from the pod's Job (-hosts-expect=auto)",
+			args: []string{"-service=torch", "-source=pods", "-selector=app=torch", "-hosts-file=/flock/hosts", "-hosts-expect=auto",
+				"-rendezvous=torch", "-rendezvous-file=/flock/rendezvous", "-wait-for-all", "-once"},
+			check: func(t *testing.T, c *Config) {
+				s := c.Sinks
+				if !s.ExpectAuto || s.Expected != nil || s.Rendezvous != jobfile.Torch || s.RendezvousFile != "/flock/rendezvous" {
+					t.Errorf("sinks = %+v", s)
+				}
+			},
+		},
+		{
 			name: "pid 1 wrapper",
 			args: []string{"-service=web", "-on-start=/bin/true", "-json-file=/run/peers.json", "-reload-signal=SIGHUP", "--", "nginx", "-g", "daemon off;"},
 			check: func(t *testing.T, c *Config) {
