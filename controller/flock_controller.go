@@ -19,6 +19,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -58,6 +59,11 @@ type Reconciler struct {
 	AllowedStoragePaths []string
 	// Metrics, if set, export the members of each status written.
 	Metrics *MemberMetrics
+	// Reconciled, if set, is called when a reconcile of a Flock returns,
+	// with the time it started (before it read anything): one that started
+	// after the cache held a change has looked at that change. Called from
+	// the controller's workers; never concurrently for one Flock.
+	Reconciled func(flock types.NamespacedName, started time.Time)
 }
 
 // checkLeader runs r.Leader, if set.
@@ -111,6 +117,9 @@ const refusalRetry = 30 * time.Second
 // the status. It is level-based: it reads everything it decides from, so a
 // restart at any point resumes correctly.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.Reconciled != nil {
+		defer r.Reconciled(req.NamespacedName, time.Now())
+	}
 	var f flockv1.Flock
 	if err := r.Client.Get(ctx, req.NamespacedName, &f); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -67,6 +67,11 @@ type env struct {
 	pool  string
 	nodes []string
 	cfg   *rest.Config // the controller's: least privilege
+
+	mgr     ctrl.Manager // the manager started last
+	mu      sync.Mutex
+	started map[string]time.Time // Flock name -> start of its last reconcile that returned
+	looks   int                  // lookAfter's changes of lookLabel
 }
 
 func newEnv(t *testing.T, nodes int) *env {
@@ -227,6 +232,14 @@ func (e *env) startManagerWith(mod func(*controller.ManagerOptions)) (ctrl.Manag
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true,
 		Namespace: e.ns, // other test processes may run their own managers
 		Logger:    logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Reconciled: func(f types.NamespacedName, started time.Time) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.started == nil {
+				e.started = map[string]time.Time{}
+			}
+			e.started[f.Name] = started
+		},
 	}
 	if mod != nil {
 		mod(&opts)
@@ -235,6 +248,7 @@ func (e *env) startManagerWith(mod func(*controller.ManagerOptions)) (ctrl.Manag
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.mgr = mgr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -755,7 +769,7 @@ func TestNodeLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitsFor("nl", 1, controller.WaitNodeGone)
-	settle()
+	e.lookAfter("nl", nil, nil)
 	m := members(e.get("nl"))[1]
 	if m.Node != nodes[1] || m.MovingFrom != "" || m.WaitingSince == nil {
 		t.Fatalf("policy Wait: member 1 %+v, want it waiting for %s since a recorded time", m, nodes[1])

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -64,6 +65,9 @@ type ManagerOptions struct {
 	// SkipNameValidation allows several managers, one after another, in
 	// one process (tests); controller names must otherwise be unique.
 	SkipNameValidation bool
+	// Reconciled, if set, is told of each reconcile of a Flock
+	// (Reconciler.Reconciled); tests wait on it.
+	Reconciled func(flock types.NamespacedName, started time.Time)
 }
 
 // leaderElectionID names the Lease replicas compete for.
@@ -187,6 +191,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (ctrl.Manager, error) {
 		Leader:    leader,
 
 		AllowedStoragePaths: o.AllowedStoragePaths,
+		Reconciled:          o.Reconciled,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		if events != nil {

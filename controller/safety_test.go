@@ -23,12 +23,64 @@ import (
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
 	"github.com/flockd/flock/controller"
+	"github.com/flockd/flock/internal/testing/await"
 )
 
-// settle gives the controller a moment to act on a change the test cannot
-// observe (before a fix, a leftover annotation has no visible effect
-// until a later event); it bounds nothing.
-func settle() { time.Sleep(2 * time.Second) }
+// lookLabel is the node label lookAfter changes to make the controller
+// reconcile the test's Flocks (a node's labels can change placement); no
+// Flock selects it.
+const lookLabel = "test.flockd.io/look"
+
+// lookAfter returns once the controller has looked at a change, so that
+// what it did not do (delete, move, create) is evidence, not a moment's
+// luck. It waits until obj (if not nil; its name set) is in the manager's
+// cache as seen accepts it, then changes lookLabel on one of the test's
+// nodes and waits until a reconcile of Flock name that started after that
+// has returned: that reconcile read the change. (The Flock itself is not
+// touched: the controller's status write would conflict and put the work
+// off to a later reconcile.)
+func (e *env) lookAfter(name string, obj client.Object, seen func(client.Object) bool) {
+	e.t.Helper()
+	if obj != nil {
+		await.Until(e.t, func() bool {
+			return e.mgr.GetCache().Get(context.Background(), client.ObjectKeyFromObject(obj), obj) == nil && seen(obj)
+		}, "%T %s changed in the controller's cache", obj, obj.GetName())
+	}
+	since := time.Now()
+	e.looks++
+	touched := false
+	for _, n := range e.nodes { // one still there (tests delete nodes)
+		patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"%d"}}}`, lookLabel, e.looks)
+		err := e.cl.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, client.RawPatch(types.MergePatchType, patch))
+		if err == nil {
+			touched = true
+			break
+		}
+		if !apierrors.IsNotFound(err) {
+			e.t.Fatalf("label node %s: %v", n, err)
+		}
+	}
+	if !touched {
+		e.t.Fatalf("no node of the test left to label")
+	}
+	await.Until(e.t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.started[name].After(since)
+	}, "a reconcile of flock %s that started after its cache held the change", name)
+}
+
+// refusedAndConsumed waits until the controller has refused Flock name's
+// reassign annotation: a ReassignRefused Event whose note holds note, and
+// the annotation removed. A request kept for later fails it.
+func (e *env) refusedAndConsumed(name, note string) {
+	e.t.Helper()
+	e.waitEvent("ReassignRefused", note)
+	e.c.WaitFor(e.t, "the reassign annotation of "+name+" consumed", deadline, func(context.Context) (bool, error) {
+		v, left := e.get(name).Annotations[flockv1.ReassignAnnotation]
+		return !left, fmt.Errorf("annotation %q left", v)
+	})
+}
 
 // claimVolume returns the volume member ord's claim is bound to.
 func (e *env) claimVolume(name string, ord int32) string {
@@ -53,7 +105,7 @@ func TestReassignIsNotAStandingOrder(t *testing.T) {
 	vol1 := e.claimVolume("so", 1)
 
 	e.annotate("so", flockv1.ReassignAnnotation, "1")
-	settle()
+	e.refusedAndConsumed("so", "reassign 1 refused")
 	e.setUnschedulable(nodes[1], true)
 	t.Cleanup(func() { e.setUnschedulable(nodes[1], false) })
 	e.c.WaitFor(t, "member 1 running on its cordoned node, not moved", deadline, func(context.Context) (bool, error) {
@@ -64,8 +116,9 @@ func TestReassignIsNotAStandingOrder(t *testing.T) {
 		_, left := f.Annotations[flockv1.ReassignAnnotation]
 		return !left && f.Status.ReadyReplicas == 2, fmt.Errorf("annotations %v ready %d", f.Annotations, f.Status.ReadyReplicas)
 	})
-	e.waitEvent("ReassignRefused", "reassign 1 refused")
-	settle()
+	e.lookAfter("so", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[1]}}, func(o client.Object) bool {
+		return o.(*corev1.Node).Spec.Unschedulable
+	})
 	if got := e.claimVolume("so", 1); got != vol1 {
 		t.Fatalf("member 1's claim now bound to %s, was %s: its claim was released", got, vol1)
 	}
@@ -84,7 +137,7 @@ func TestReassignIsNotAStandingOrder(t *testing.T) {
 		}
 	}
 	e.annotate("so", flockv1.ReassignAnnotation, "1="+free)
-	settle()
+	e.refusedAndConsumed("so", "member 1 is not active")
 	e.scale("so", 2)
 	got := e.waitPinnedReady("so", 2)
 	if got[1] != nodes[1] {
@@ -126,7 +179,8 @@ func TestErrorKeepsStatus(t *testing.T) {
 	}
 
 	e.annotate("es", flockv1.ReassignAnnotation, "four")
-	settle()
+	// The reconcile that refuses the annotation writes the status before
+	// it consumes it: the last look below sees that status.
 	e.c.WaitFor(t, "malformed annotation refused and consumed", deadline, func(context.Context) (bool, error) {
 		f := e.get("es")
 		keeps(f)
@@ -151,7 +205,7 @@ func TestErrorKeepsStatus(t *testing.T) {
 		c := meta.FindStatusCondition(f.Status.Conditions, flockv1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "ReconcileError", fmt.Errorf("Degraded %+v", c)
 	})
-	settle()
+	e.lookAfter("es", &flockv1.Flock{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "es"}}, func(o client.Object) bool { return o.GetGeneration() == bad })
 	keeps(e.get("es"))
 
 	f = e.get("es")
@@ -224,18 +278,21 @@ func TestOnlyOwnObjects(t *testing.T) {
 	}
 	refused("fs", controller.RefusedServiceNotOwned)
 	refused("fc", controller.RefusedClaimNotOwned)
-	settle()
-	refused("fs", controller.RefusedServiceNotOwned) // still, after a while
+	e.lookAfter("fs", nil, nil)
+	e.lookAfter("fc", nil, nil)
+	refused("fs", controller.RefusedServiceNotOwned) // still, when looked at again
+	refused("fc", controller.RefusedClaimNotOwned)
 
-	// Deleting the Flock leaves the foreign Service.
-	if err := e.cl.Delete(ctx, e.get("fs")); err != nil {
+	// Deleting the Flock leaves the foreign Service. In the foreground: the
+	// Flock is gone only once the garbage collector has deleted what it
+	// owns (its owner references block the owner's deletion).
+	if err := e.cl.Delete(ctx, e.get("fs"), client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
 	e.c.WaitFor(t, "flock fs gone", deadline, func(ctx context.Context) (bool, error) {
 		err := e.cl.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "fs"}, &flockv1.Flock{})
 		return apierrors.IsNotFound(err), err
 	})
-	settle() // the garbage collector has had its chance
 	var svc corev1.Service
 	if err := e.cl.Get(ctx, client.ObjectKeyFromObject(foreign), &svc); err != nil {
 		t.Fatalf("foreign Service after deleting the Flock: %v", err)
@@ -424,7 +481,7 @@ func TestStatusNamesEveryWait(t *testing.T) {
 	// (not waiting); once its pod is gone it cannot come back there.
 	e.patchNode(nodes[0], fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, poolKey))
 	t.Cleanup(func() { e.patchNode(nodes[0], fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, poolKey, e.pool)) })
-	settle()
+	e.lookAfter("tw", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[0]}}, func(o client.Object) bool { return o.GetLabels()[poolKey] == "" })
 	if m := members(e.get("tw"))[0]; m.Waiting != "" || !m.Ready {
 		t.Errorf("member 0 still running on its node: status %+v, want ready, not waiting", m)
 	}
@@ -472,7 +529,7 @@ func TestStorageOverlapRefused(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "StoragePathOverlap", fmt.Errorf("Degraded %+v", c)
 	})
 	e.waitEvent("StoragePathOverlap", "ov")
-	settle()
+	e.lookAfter("in", nil, nil)
 	if n := len(e.volumes("in")); n != 0 {
 		t.Fatalf("%d volumes created for flock in inside flock ov's data", n)
 	}

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/flockd/flock/localcluster/apps"
 	"github.com/flockd/flock/localcluster/clustertest"
@@ -130,18 +134,23 @@ func TestAppEtcdOrderedReadyKeepsReadyWithoutQuorum(t *testing.T) {
 	b.WaitFor(t, "etcd-0 without quorum", time.Minute, func(ctx context.Context) (bool, error) {
 		return !apps.ReadEtcd(ctx, ex, b.ns, "etcd-0").Healthy, nil
 	})
-	// The probe runs every 2 s and fails the pod after 2 failures: watch
-	// for 5 periods.
-	for range 10 {
-		p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "etcd-0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	// The probe fails the pod after 2 failures: once its kubelet has run it
+	// 3 more times (the first may have begun with the quorum), none of them
+	// failed and etcd-0 is Ready.
+	p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "etcd-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok0, failed0 := b.readinessProbes(p, apps.EtcdContainer)
+	b.WaitFor(t, "3 readiness probes of etcd-0 without quorum", time.Minute, func(context.Context) (bool, error) {
+		ok, failed := b.readinessProbes(p, apps.EtcdContainer)
+		if failed > failed0 {
+			t.Fatalf("etcd-0's readiness probe failed %v times when the cluster lost its quorum: under OrderedReady etcd-1 would never be re-created", failed-failed0)
 		}
-		if !clustertest.PodReady(p) {
-			t.Errorf("etcd-0 went not ready when the cluster lost its quorum: under OrderedReady etcd-1 would never be re-created")
-			break
-		}
-		time.Sleep(time.Second)
+		return ok >= ok0+3, fmt.Errorf("%v probes succeeded", ok-ok0)
+	})
+	if p, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), "etcd-0", metav1.GetOptions{}); err != nil || !clustertest.PodReady(p) {
+		t.Errorf("etcd-0 not Ready (%v) after its probes passed without quorum", err)
 	}
 	b.deletePod("etcd-1", "")
 	if got := b.waitEtcd(2, 3*time.Minute); got != id {
@@ -198,4 +207,36 @@ func TestAppEtcdStaleSetRemovesNoNewMember(t *testing.T) {
 	if slices.Contains(v.Members, "etcd-3") || len(v.Members) != 3 {
 		t.Errorf("after two sets lacking etcd-3, etcd-0 sees members %q (%s), want etcd-0..2", v.Members, v.Err)
 	}
+}
+
+// readinessProbes returns how many readiness probes of the container
+// named container in pod the kubelet of its node has run, by result (prober_probe_total
+// of the kubelet's /metrics/probes, through the API server's node proxy).
+func (b *bed) readinessProbes(pod *corev1.Pod, container string) (ok, failed float64) {
+	b.t.Helper()
+	raw, err := b.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", pod.Spec.NodeName, "proxy/metrics/probes").DoRaw(context.Background())
+	if err != nil {
+		b.t.Fatalf("kubelet probe metrics of %s: %v", pod.Spec.NodeName, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mf, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		b.t.Fatalf("parse kubelet probe metrics of %s: %v", pod.Spec.NodeName, err)
+	}
+	for _, m := range mf["prober_probe_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["pod_uid"] != string(pod.UID) || l["container"] != container || l["probe_type"] != "Readiness" {
+			continue
+		}
+		switch l["result"] {
+		case "successful":
+			ok += m.GetCounter().GetValue()
+		case "failed":
+			failed += m.GetCounter().GetValue()
+		}
+	}
+	return ok, failed
 }

@@ -35,6 +35,10 @@ import (
 // the child's status.
 const helperEnv = "FLOCK_EXEC_HELPER"
 
+// generationEnv is the generation of the delivery the helper's child was
+// started for.
+const generationEnv = "FLOCK_TEST_GENERATION"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helperMain(mode))
@@ -61,6 +65,10 @@ func helperMain(mode string) int {
 	s, err := New(Config{
 		Argv: args, ReloadSignal: syscall.SIGHUP, Reap: true, KillTimeout: 2 * time.Second,
 		Stdin: devnull, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		// The child learns the delivery it was started for.
+		EnvFrom: func(d sink.Delivery) ([]string, error) {
+			return []string{fmt.Sprintf("%s=%d", generationEnv, d.Generation)}, nil
+		},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -229,16 +237,16 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
+// TestNothingStartsBeforeFirstApply: the child starts for the first
+// delivery; one started before it (when Run starts) would have none.
 func TestNothingStartsBeforeFirstApply(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
-	s := startSupervisor(t, "plain", nil, "sh", "-c", "echo ran > "+marker)
-	time.Sleep(200 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("child ran before the first delivery")
-	}
+	s := startSupervisor(t, "plain", nil, "sh", "-c", "echo generation=$"+generationEnv+" > "+marker)
 	s.apply()
-	waitForFile(t, marker, 5*time.Second)
+	if got := strings.TrimSpace(waitForFile(t, marker, 5*time.Second)); got != "generation=1" {
+		t.Fatalf("the child ran with %q, want generation=1: it did not start for the first delivery", got)
+	}
 	if got := s.wait(); got != 0 {
 		t.Errorf("status = %d", got)
 	}
