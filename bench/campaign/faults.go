@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // clusterFaults applies the campaign-wide faults to the local cluster's own
@@ -17,8 +19,9 @@ type clusterFaults struct {
 	abort func(error)
 	done  chan struct{}
 
-	mu sync.Mutex // serializes changes to the cluster's processes
-	wg sync.WaitGroup
+	mu   sync.Mutex // serializes changes to the cluster's processes
+	turn sync.Mutex // held while a round's node is down
+	wg   sync.WaitGroup
 }
 
 // revive restarts kube-scheduler and kube-controller-manager when they
@@ -54,7 +57,10 @@ func (f *clusterFaults) every(ctx context.Context, period time.Duration, fn func
 			case <-t.C:
 				f.mu.Lock()
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				err := fn(rctx)
+				err := f.reload()
+				if err == nil {
+					err = fn(rctx)
+				}
 				cancel()
 				f.mu.Unlock()
 				if err != nil {
@@ -89,4 +95,63 @@ func (f *clusterFaults) periodically(ctx context.Context, period time.Duration, 
 func (f *clusterFaults) stop() {
 	close(f.done)
 	f.wg.Wait()
+}
+
+// parseSubjects reads -subjects for app: upstream's peer-finder runs only
+// etcd's example (the others' scripts need flock's role and hooks; see
+// bench/README.md). Empty: both for etcd, flock for the others.
+func parseSubjects(list, app string) ([]string, error) {
+	if list == "" {
+		if app == "etcd" {
+			return []string{apps.Flock, apps.Upstream}, nil
+		}
+		return []string{apps.Flock}, nil
+	}
+	subs := strings.Split(list, ",")
+	for _, s := range subs {
+		switch {
+		case s != apps.Flock && s != apps.Upstream:
+			return nil, fmt.Errorf("%q is not flock or upstream", s)
+		case s == apps.Upstream && app != "etcd":
+			return nil, fmt.Errorf("upstream runs with -app=etcd only, not %s", app)
+		}
+	}
+	return subs, nil
+}
+
+// faultNode applies the rounds' node faults, one node down at a time: a
+// round's fault waits while another round's node is down (a stop or kill
+// holds the turn until its start), so a cluster of three members never
+// loses two nodes at once. Each change is serialized with the other faults,
+// and the cluster's state is read again after it (the node's processes
+// changed).
+func (f *clusterFaults) faultNode(ctx context.Context, node string, fault localcluster.NodeFault) error {
+	if fault != localcluster.NodeStart {
+		f.turn.Lock()
+	}
+	f.mu.Lock()
+	err := localcluster.FaultNode(ctx, f.state.StateDir, node, fault)
+	if rerr := f.reload(); err == nil {
+		err = rerr
+	}
+	f.mu.Unlock()
+	if fault == localcluster.NodeStart || err != nil {
+		f.turn.Unlock()
+	}
+	if err == nil {
+		fmt.Printf("  node %s: %s\n", node, fault)
+	}
+	return err
+}
+
+// reload reads the cluster's state again (with mu held): a node fault
+// changes the processes a stale state would see as exited, and a restart
+// saves the state it has.
+func (f *clusterFaults) reload() error {
+	s, err := localcluster.Load(f.state.StateDir)
+	if err != nil {
+		return err
+	}
+	f.state = s
+	return nil
 }
