@@ -13,7 +13,13 @@ import (
 // App is the oracle of one application of the campaign (bench/campaign
 // -app): it judges the application's cluster by the application's own view
 // of it. The campaign creates examples/apps/<name> (the name the App is
-// registered under in Apps), whose StatefulSet's pods it faults and judges.
+// registered under in Apps) and faults and judges its StatefulSet's pods:
+// the example has one StatefulSet, with at least one init container (the
+// campaign's start skew, a shell's sleep, runs before them in the last
+// one's image) and one claim template named data (the wipe deletes
+// data-<set>-0); upstream's subject also needs an init container "install"
+// copying peer-finder to /flock and the scripts at /scripts/on-start.sh and
+// on-change.sh (etcd's only, today).
 //
 // Observe reads every pod of pods (the StatefulSet's, by ordinal) in ns and
 // judges them together; it never fails: what could not be read is in the

@@ -123,8 +123,9 @@ func TestDrawNodeFault(t *testing.T) {
 }
 
 // TestAppsHaveExamples: every registered application has the example the
-// campaign creates: one StatefulSet with an install init container that
-// upstream's image can replace, and claims named data.
+// campaign creates (see App): one StatefulSet, with an init container (the
+// campaign's skew runs in the last one's image) and one claim template
+// named data (the wipe deletes data-<set>-0).
 func TestAppsHaveExamples(t *testing.T) {
 	for name := range Apps {
 		manifests, err := Manifests(filepath.Join("..", "..", "examples", "apps", name))
@@ -147,9 +148,8 @@ func TestAppsHaveExamples(t *testing.T) {
 				sets++
 				inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
 				claims, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
-				if len(inits) == 0 || inits[0].(map[string]any)["name"] != "install" || len(claims) != 1 ||
-					claims[0].(map[string]any)["metadata"].(map[string]any)["name"] != "data" {
-					t.Errorf("%s: StatefulSet %s: want an install init container first and one claim template named data", name, o.GetName())
+				if len(inits) == 0 || len(claims) != 1 || claims[0].(map[string]any)["metadata"].(map[string]any)["name"] != "data" {
+					t.Errorf("%s: StatefulSet %s: want an init container and one claim template named data", name, o.GetName())
 				}
 			}
 		}
