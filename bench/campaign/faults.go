@@ -97,23 +97,12 @@ func (f *clusterFaults) stop() {
 	f.wg.Wait()
 }
 
-// parseSubjects reads -subjects for app: upstream's peer-finder runs only
-// etcd's example (the others' scripts need flock's role and hooks; see
-// bench/README.md). Empty: both for etcd, flock for the others.
-func parseSubjects(list, app string) ([]string, error) {
-	if list == "" {
-		if app == "etcd" {
-			return []string{apps.Flock, apps.Upstream}, nil
-		}
-		return []string{apps.Flock}, nil
-	}
+// parseSubjects reads -subjects: flock, upstream, or both.
+func parseSubjects(list string) ([]string, error) {
 	subs := strings.Split(list, ",")
 	for _, s := range subs {
-		switch {
-		case s != apps.Flock && s != apps.Upstream:
+		if s != apps.Flock && s != apps.Upstream {
 			return nil, fmt.Errorf("%q is not flock or upstream", s)
-		case s == apps.Upstream && app != "etcd":
-			return nil, fmt.Errorf("upstream runs with -app=etcd only, not %s", app)
 		}
 	}
 	return subs, nil

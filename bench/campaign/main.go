@@ -1,8 +1,8 @@
 // Command campaign runs randomized bootstrap rounds of an application
 // (-app: etcd, zookeeper or redis, examples/apps/<app>) in real containers
 // on the local cluster's real nodes, members spread over them, with flock's
-// peer-finder and (etcd only) Kubernetes' upstream peer-finder side by
-// side: the same manifest and scripts, the same fault schedule, each round
+// peer-finder and Kubernetes' upstream peer-finder side by side: the
+// same manifest and scripts, the same fault schedule, each round
 // of each subject in its own namespace, rounds in parallel. The oracle is
 // the application itself (package localcluster/apps, apps.App):
 //   - etcd: polled over its client API at each pod's IP, every healthy poll
@@ -82,7 +82,7 @@ func main() {
 	maxPressure := fs.Float64("max-cpu-pressure", 60, "start no round while the machine's CPU pressure (/proc/pressure/cpu some avg10, percent) is at or above this; 0 no limit")
 	startGap := fs.Duration("start-gap", 5*time.Second, "start two subject rounds at least this far apart")
 	app := fs.String("app", "etcd", "the application: "+strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
-	subjects := fs.String("subjects", "", "comma-separated subjects: flock, upstream (upstream with -app=etcd only); default flock,upstream for etcd, flock otherwise")
+	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
 	nodeFaults := fs.Float64("node-faults", 0, "probability (0 to 1) that a round stops or kills a member's real node and starts it again; 0 none. Takes the cluster's nodes down: never on a cluster others use")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
@@ -103,7 +103,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "invalid -app: %q is not one of %s\n", *app, strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
 		os.Exit(2)
 	}
-	subs, err := parseSubjects(*subjects, *app)
+	subs, err := parseSubjects(*subjects)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "invalid -subjects: %v\n", err)
 		os.Exit(2)

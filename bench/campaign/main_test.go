@@ -56,24 +56,21 @@ func TestHeadToHead(t *testing.T) {
 	}
 }
 
-// TestParseSubjects: by default both subjects for etcd and flock alone for
-// the others; upstream only with etcd; nothing but the two names.
+// TestParseSubjects: flock, upstream or both, nothing else.
 func TestParseSubjects(t *testing.T) {
 	for _, c := range []struct {
-		list, app string
-		want      []string
-		bad       bool
+		list string
+		want []string
+		bad  bool
 	}{
-		{"", "etcd", []string{apps.Flock, apps.Upstream}, false},
-		{"", "zookeeper", []string{apps.Flock}, false},
-		{"flock", "redis", []string{apps.Flock}, false},
-		{"upstream,flock", "etcd", []string{apps.Upstream, apps.Flock}, false},
-		{"flock,upstream", "redis", nil, true},
-		{"flock,kubernetes", "etcd", nil, true},
+		{"flock", []string{apps.Flock}, false},
+		{"upstream,flock", []string{apps.Upstream, apps.Flock}, false},
+		{"flock,kubernetes", nil, true},
+		{"", nil, true},
 	} {
-		got, err := parseSubjects(c.list, c.app)
+		got, err := parseSubjects(c.list)
 		if (err != nil) != c.bad || !slices.Equal(got, c.want) {
-			t.Errorf("parseSubjects(%q, %q) = %q, %v; want %q, error %v", c.list, c.app, got, err, c.want, c.bad)
+			t.Errorf("parseSubjects(%q) = %q, %v; want %q, error %v", c.list, got, err, c.want, c.bad)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 // one's image) and one claim template named data (the wipe deletes
 // data-<set>-0); upstream's subject also needs an init container "install"
 // copying peer-finder to /flock and the scripts at /scripts/on-start.sh and
-// on-change.sh (etcd's only, today).
+// on-change.sh, which get no bootstrap role from upstream's binary.
 //
 // Observe reads every pod of pods (the StatefulSet's, by ordinal) in ns and
 // judges them together; it never fails: what could not be read is in the

@@ -34,7 +34,7 @@ import (
 
 // Subjects of the campaign: flock's peer-finder as the application's
 // example runs it, and Kubernetes' upstream peer-finder in the same
-// manifest (etcd's only, see Campaign.Run).
+// manifest (see shape).
 const (
 	Flock    = "flock"
 	Upstream = "upstream"
@@ -621,6 +621,9 @@ func shape(o *unstructured.Unstructured, subject string, plan Plan) error {
 	}
 	if len(inits) == 0 {
 		return fmt.Errorf("the StatefulSet has no init containers")
+	}
+	if subject == Upstream && slices.IndexFunc(inits, func(x any) bool { return x.(map[string]any)["name"] == "install" }) < 0 {
+		return fmt.Errorf("upstream: the StatefulSet has no install init container to copy upstream's peer-finder")
 	}
 	img := inits[len(inits)-1].(map[string]any)["image"]
 	skew := map[string]any{
