@@ -124,9 +124,7 @@ func (ZookeeperApp) Observe(ctx context.Context, r Reader, ns string, pods []str
 	views := ReadZookeeperAll(ctx, r.Exec, ns, pods, ZookeeperContainer, path)
 	v := JudgeZookeeper(views, pods, path != "")
 	o := Observation{Healthy: v.Healthy, Progress: ZookeeperProgress(views), Detail: v.Detail, Split: ZookeeperSplit(views)}
-	for _, m := range v.Markers {
-		o.Identities = append(o.Identities, m)
-	}
+	o.Identities = append(o.Identities, v.Markers...)
 	if o.Healthy && path != "" && !slices.Equal(v.Markers, []string{mark}) {
 		o.Healthy = false
 		o.Identities = append(o.Identities, mark)
@@ -149,8 +147,11 @@ func (ZookeeperApp) Mark(ctx context.Context, r Reader, ns string, pods []string
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out, err := r.Exec(ctx, ns, v.Leaders[0], ZookeeperContainer, "sh", "-c", `timeout 50 zkCli.sh -server 127.0.0.1:2181 create "$1" "$2" 2>&1`, "sh", ZookeeperMarker, mark)
-	if err != nil || !strings.Contains(out, "Created "+ZookeeperMarker) && !strings.Contains(out, "Node already exists") {
-		return "", fmt.Errorf("mark: create %s through %s: %v: %s", ZookeeperMarker, v.Leaders[0], err, lastLines(out, 3))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("mark: create %s through %s: %w: %s", ZookeeperMarker, v.Leaders[0], err, lastLines(out, 3))
+	case !strings.Contains(out, "Created "+ZookeeperMarker) && !strings.Contains(out, "Node already exists"):
+		return "", fmt.Errorf("mark: create %s through %s: %s", ZookeeperMarker, v.Leaders[0], lastLines(out, 3))
 	}
 	return mark, nil
 }
@@ -213,12 +214,15 @@ func (RedisApp) Mark(ctx context.Context, r Reader, ns string, pods []string) (s
 	defer cancel()
 	mark := ns
 	if out, err := r.Exec(ctx, ns, primary, RedisContainer, "redis-cli", "-e", "set", RedisMarkKey, mark); err != nil {
-		return "", fmt.Errorf("mark: set through %s: %v: %s", primary, err, strings.TrimSpace(out))
+		return "", fmt.Errorf("mark: set through %s: %w: %s", primary, err, strings.TrimSpace(out))
 	}
 	want := fmt.Sprint(len(pods) - 1)
 	out, err := r.Exec(ctx, ns, primary, RedisContainer, "redis-cli", "-e", "wait", want, "20000")
-	if err != nil || strings.TrimSpace(out) != want {
-		return "", fmt.Errorf("mark: wait %s on %s: %v: %s replicas acknowledged", want, primary, err, strings.TrimSpace(out))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("mark: wait %s on %s: %w: %s", want, primary, err, strings.TrimSpace(out))
+	case strings.TrimSpace(out) != want:
+		return "", fmt.Errorf("mark: wait %s on %s: %s replicas acknowledged", want, primary, strings.TrimSpace(out))
 	}
 	return mark, nil
 }

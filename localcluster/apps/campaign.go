@@ -429,11 +429,14 @@ func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) e
 	node := ""
 	for deadline := time.Now().Add(2 * time.Minute); node == ""; time.Sleep(time.Second) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		if err == nil {
+		switch {
+		case err == nil:
 			node = p.Spec.NodeName
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return fmt.Errorf("%s has no node to fault: %w", pod, err)
 		}
 		if node == "" && (time.Now().After(deadline) || ctx.Err() != nil) {
-			return fmt.Errorf("%s has no node to fault: %v", pod, err)
+			return fmt.Errorf("%s has no node to fault: not scheduled", pod)
 		}
 	}
 	if err := c.FaultNode(ctx, node, f.Fault); err != nil {
