@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/flockd/flock/localcluster"
+	"github.com/flockd/flock/localcluster/apps"
 )
 
 // clusterFaults applies the campaign-wide faults to the local cluster's own
@@ -17,8 +19,12 @@ type clusterFaults struct {
 	abort func(error)
 	done  chan struct{}
 
-	mu sync.Mutex // serializes changes to the cluster's processes
-	wg sync.WaitGroup
+	// fault applies a node fault (localcluster.FaultNode when nil).
+	fault func(ctx context.Context, stateDir, node string, fault localcluster.NodeFault) error
+
+	mu   sync.Mutex // serializes changes to the cluster's processes
+	turn sync.Mutex // held while a round's node is down
+	wg   sync.WaitGroup
 }
 
 // revive restarts kube-scheduler and kube-controller-manager when they
@@ -54,7 +60,10 @@ func (f *clusterFaults) every(ctx context.Context, period time.Duration, fn func
 			case <-t.C:
 				f.mu.Lock()
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				err := fn(rctx)
+				err := f.reload()
+				if err == nil {
+					err = fn(rctx)
+				}
 				cancel()
 				f.mu.Unlock()
 				if err != nil {
@@ -89,4 +98,58 @@ func (f *clusterFaults) periodically(ctx context.Context, period time.Duration, 
 func (f *clusterFaults) stop() {
 	close(f.done)
 	f.wg.Wait()
+}
+
+// parseSubjects reads -subjects: flock, upstream, or both.
+func parseSubjects(list string) ([]string, error) {
+	subs := strings.Split(list, ",")
+	for _, s := range subs {
+		if s != apps.Flock && s != apps.Upstream {
+			return nil, fmt.Errorf("%q is not flock or upstream", s)
+		}
+	}
+	return subs, nil
+}
+
+// faultNode applies the rounds' node faults, one node down at a time: a
+// round's fault waits while another round's node is down (a stop or kill
+// holds the turn until its start), so a cluster of three members never
+// loses two nodes at once. Each change is serialized with the other faults,
+// and the cluster's state is read again after it (the node's processes
+// changed).
+func (f *clusterFaults) faultNode(ctx context.Context, node string, fault localcluster.NodeFault) error {
+	if fault != localcluster.NodeStart {
+		f.turn.Lock()
+	}
+	apply := f.fault
+	if apply == nil {
+		apply = localcluster.FaultNode
+	}
+	f.mu.Lock()
+	err := apply(ctx, f.state.StateDir, node, fault)
+	if rerr := f.reload(); err == nil {
+		err = rerr
+	}
+	f.mu.Unlock()
+	if fault == localcluster.NodeStart || err != nil {
+		f.turn.Unlock()
+	}
+	if err == nil {
+		fmt.Printf("  node %s: %s\n", node, fault)
+	}
+	return err
+}
+
+// reload reads the cluster's state again (with mu held): a node fault
+// changes the processes a stale state would see as exited, and a restart
+// saves the state it has.
+func (f *clusterFaults) reload() error {
+	// A state with an exited process comes with an error: revive's
+	// business, not a reason to stop.
+	s, err := localcluster.Load(f.state.StateDir)
+	if s == nil {
+		return err
+	}
+	f.state = s
+	return nil
 }

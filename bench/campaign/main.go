@@ -1,21 +1,35 @@
-// Command campaign runs randomized bootstrap rounds of etcd
-// (examples/apps/etcd) in real containers on the local cluster's real node,
-// with flock's peer-finder and Kubernetes' upstream peer-finder side by
-// side: the same manifest and scripts, the same fault schedule, each round
+// Command campaign runs randomized bootstrap rounds of an application
+// (-app: etcd, zookeeper or redis, examples/apps/<app>) in real containers
+// on the local cluster's real nodes, members spread over them, with flock's
+// peer-finder and Kubernetes' upstream peer-finder side by side: the
+// same manifest and scripts, the same fault schedule, each round
 // of each subject in its own namespace, rounds in parallel. The oracle is
-// etcd itself (package localcluster/apps): polled over its client API at each
-// pod's IP, and every healthy poll confirmed with etcdctl in every pod; after
-// settling, one cluster id, members equal to the StatefulSet's pods, all
-// healthy.
-// More than one cluster id is a split brain; no healthy cluster, and no
-// progress towards one for -stall (members starting, joining, becoming
-// healthy) or none by -deadline, is a stuck bootstrap.
+// the application itself (package localcluster/apps, apps.App):
+//   - etcd: polled over its client API at each pod's IP, every healthy poll
+//     confirmed with etcdctl in every pod: one cluster id, members equal to
+//     the StatefulSet's pods, all healthy;
+//   - zookeeper: srvr and conf in every pod: one leader, the others
+//     followers, one committed configuration whose participants are the
+//     pods; a marker znode written once healthy, on every member after;
+//   - redis: info replication in every pod: one primary whose replicas are
+//     the other pods, each following it with its link up; a key written
+//     through the primary once healthy (and acknowledged by every replica),
+//     on every member after.
+//
+// More than one cluster identity over a round (etcd's cluster ids, the
+// marks read) or two clusters at once (two primaries; two leaders of
+// different configurations) is a split brain; no healthy cluster, and no
+// progress towards one for -stall (members starting, joining, agreeing) or
+// none by -deadline, is a stuck bootstrap.
 //
 // A round: a cold start (Parallel or OrderedReady, each pod's start delayed
 // by up to 5 s), and, each with probability 1/2, a member deleted 2-20 s
 // after the start, a scale-up by 2 members 1-15 s after the start, and
-// etcd-0 deleted with its claim (its data lost) once the cluster was
-// healthy, after which it must be healthy again. Across the campaign the
+// member 0 deleted with its claim (its data lost) once the cluster was
+// healthy and marked, after which it must be healthy again with the mark;
+// with -node-faults P, with probability P the real node of a member is
+// stopped or killed 0-30 s after the start and started 15-60 s later (one
+// node down at a time), after which the cluster must be healthy. Across the campaign the
 // API server is restarted every -apiserver-restart-every (rounds in flight
 // see it mid-bootstrap), and CoreDNS runs with "cache 30" (records with TTL
 // 30) as in production unless -dns-cache=false; with -dns-outage-every,
@@ -67,7 +81,9 @@ func main() {
 	parallel := fs.Int("parallel", 4, "subject rounds in flight at once, at most (a round of each subject is one)")
 	maxPressure := fs.Float64("max-cpu-pressure", 60, "start no round while the machine's CPU pressure (/proc/pressure/cpu some avg10, percent) is at or above this; 0 no limit")
 	startGap := fs.Duration("start-gap", 5*time.Second, "start two subject rounds at least this far apart")
+	app := fs.String("app", "etcd", "the application: "+strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
 	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
+	nodeFaults := fs.Float64("node-faults", 0, "probability (0 to 1) that a round stops or kills a member's real node and starts it again; 0 none. Takes the cluster's nodes down: never on a cluster others use")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
 	stall := fs.Duration("stall", apps.DefaultStall, "a round is stuck when its cluster got no closer to healthy for this long (members starting, joining, becoming healthy); 0 only -deadline")
@@ -83,12 +99,18 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	subs := strings.Split(*subjects, ",")
-	for _, s := range subs {
-		if s != apps.Flock && s != apps.Upstream {
-			fmt.Fprintf(os.Stderr, "invalid -subjects: %q is not flock or upstream\n", s)
-			os.Exit(2)
-		}
+	if apps.Apps[*app] == nil {
+		fmt.Fprintf(os.Stderr, "invalid -app: %q is not one of %s\n", *app, strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
+		os.Exit(2)
+	}
+	subs, err := parseSubjects(*subjects)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "invalid -subjects: %v\n", err)
+		os.Exit(2)
+	}
+	if *nodeFaults < 0 || *nodeFaults > 1 {
+		fmt.Fprintln(os.Stderr, "invalid -node-faults: a probability from 0 to 1")
+		os.Exit(2)
 	}
 	if *dnsOutage < 0 || *dnsOutageEvery < 0 || *restartEvery < 0 {
 		fmt.Fprintln(os.Stderr, "invalid -dns-outage, -dns-outage-every or -apiserver-restart-every: must not be negative")
@@ -109,7 +131,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration, *results, *runName, strings.Join(os.Args, " ")}); err != nil {
+	if err := run(ctx, config{*app, *nodeFaults, *rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration, *results, *runName, strings.Join(os.Args, " ")}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -119,6 +141,8 @@ func main() {
 var abort context.CancelCauseFunc
 
 type config struct {
+	app              string
+	nodeFaults       float64
 	rounds, parallel int
 	maxPressure      float64
 	startGap         time.Duration
@@ -171,7 +195,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	manifests, err := apps.Manifests(filepath.Join(root, "examples", "apps", "etcd"))
+	manifests, err := apps.Manifests(filepath.Join(root, "examples", "apps", cfg.app))
 	if err != nil {
 		return err
 	}
@@ -187,17 +211,20 @@ func run(ctx context.Context, cfg config) error {
 		}
 		defer restore()
 	}
-	c := &apps.Campaign{Config: restCfg, Client: cs, Manifests: manifests, Stall: cfg.stall, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
-	fmt.Printf("campaign: %d rounds x %v, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, stall %s, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
-		cfg.rounds, cfg.subjects, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.stall, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
+	c := &apps.Campaign{Config: restCfg, Client: cs, App: apps.Apps[cfg.app], Manifests: manifests, Stall: cfg.stall, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
+	fmt.Printf("campaign: %s, %d rounds x %v, node faults in %g of rounds, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, stall %s, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
+		cfg.app, cfg.rounds, cfg.subjects, cfg.nodeFaults, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.stall, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
 	faults := &clusterFaults{state: state, abort: abort, done: make(chan struct{})}
+	if cfg.nodeFaults > 0 {
+		c.FaultNode = faults.faultNode
+	}
 	faults.every(ctx, 2*time.Second, faults.revive)
 	faults.periodically(ctx, cfg.restartEvery, "kube-apiserver restarted", func(ctx context.Context) error {
-		return state.Restart(ctx, "kube-apiserver")
+		return faults.state.Restart(ctx, "kube-apiserver")
 	})
 	faults.periodically(ctx, cfg.dnsOutageEvery, fmt.Sprintf("CoreDNS down for %s", cfg.dnsOutage), func(ctx context.Context) error {
-		return state.Outage(ctx, "coredns", cfg.dnsOutage)
+		return faults.state.Outage(ctx, "coredns", cfg.dnsOutage)
 	})
 
 	start := time.Now()
@@ -223,6 +250,7 @@ func run(ctx context.Context, cfg config) error {
 feed:
 	for r := range cfg.rounds {
 		plan := apps.NewPlan(cfg.seed, r, cfg.replicas)
+		plan.Node = apps.DrawNodeFault(cfg.seed, r, cfg.replicas, cfg.nodeFaults)
 		for _, s := range cfg.subjects {
 			select {
 			case slots <- struct{}{}:
@@ -257,7 +285,7 @@ feed:
 	faults.stop()
 
 	elapsed := time.Since(start)
-	sum := Summary{Run: cmp.Or(cfg.run, start.UTC().Format("20060102T150405Z")), App: "etcd", Command: cfg.command, Commit: version.Get().Commit, Seed: cfg.seed, Aborted: aborted,
+	sum := Summary{Run: cmp.Or(cfg.run, start.UTC().Format("20060102T150405Z")), App: cfg.app, Command: cfg.command, Commit: version.Get().Commit, Seed: cfg.seed, Aborted: aborted,
 		Started: start.UTC().Format(time.RFC3339), Ended: time.Now().UTC().Format(time.RFC3339)}
 	fmt.Printf("\n%d rounds started in %s (seed %d), %d subject rounds aborted and not counted\n", ran, elapsed.Round(time.Second), cfg.seed, aborted)
 	judged := 0
@@ -360,6 +388,9 @@ func cacheDNS(ctx context.Context, s *localcluster.State) (restore func(), err e
 	}
 	return func() {
 		_ = os.WriteFile(conf, []byte(orig), 0o644)
+		if fresh, err := localcluster.Load(s.StateDir); err == nil {
+			s = fresh // node faults changed the state since
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := s.Restart(rctx, "coredns"); err != nil {

@@ -55,3 +55,22 @@ func TestHeadToHead(t *testing.T) {
 		t.Fatalf("headToHead = %+v", rows)
 	}
 }
+
+// TestParseSubjects: flock, upstream or both, nothing else.
+func TestParseSubjects(t *testing.T) {
+	for _, c := range []struct {
+		list string
+		want []string
+		bad  bool
+	}{
+		{"flock", []string{apps.Flock}, false},
+		{"upstream,flock", []string{apps.Upstream, apps.Flock}, false},
+		{"flock,kubernetes", nil, true},
+		{"", nil, true},
+	} {
+		got, err := parseSubjects(c.list)
+		if (err != nil) != c.bad || !slices.Equal(got, c.want) {
+			t.Errorf("parseSubjects(%q) = %q, %v; want %q, error %v", c.list, got, err, c.want, c.bad)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,9 +75,10 @@ func readSummary(t *testing.T, path string) Summary {
 }
 
 // TestResultsFiles reads every run kept in bench/results and checks that
-// the figures bench/README.md states are the sums of those runs: the
-// counted flock rounds with no split or stuck one, and the totals of
-// every run not disturbed.
+// the figures bench/README.md states are the sums of those runs: etcd's
+// counted flock rounds with no split or stuck one, etcd's totals of every
+// run not disturbed, and each other application's rounds, split brains and
+// stuck rounds per subject.
 func TestResultsFiles(t *testing.T) {
 	dir := filepath.Join("..", "results")
 	files, err := filepath.Glob(filepath.Join(dir, "campaign-run-*.json"))
@@ -85,6 +87,9 @@ func TestResultsFiles(t *testing.T) {
 	}
 	var counted, split, stuck int
 	totals := map[string]int{}
+	// others[app][subject] sums the other applications' runs not
+	// disturbed: rounds, split, stuck.
+	others := map[string]map[string][3]int{}
 	runs := map[string]bool{}
 	for _, f := range files {
 		s := readSummary(t, f)
@@ -109,6 +114,16 @@ func TestResultsFiles(t *testing.T) {
 			}
 			if sub.Split+sub.Stuck > sub.Rounds || sub.HealthyP50 > sub.HealthyP99 {
 				t.Errorf("%s: %+v is not a possible summary", f, sub)
+			}
+			if s.App != "etcd" {
+				if !s.Disturbed {
+					if others[s.App] == nil {
+						others[s.App] = map[string][3]int{}
+					}
+					o := others[s.App][sub.Subject]
+					others[s.App][sub.Subject] = [3]int{o[0] + sub.Rounds, o[1] + sub.Split, o[2] + sub.Stuck}
+				}
+				continue
 			}
 			if !s.Disturbed {
 				totals[sub.Subject] += sub.Rounds
@@ -135,6 +150,14 @@ func TestResultsFiles(t *testing.T) {
 	all := statedNumbers(t, text, `\*\*([\d,]+) rounds of flock and ([\d,]+) of upstream\*\*`)
 	if got := []int{totals[apps.Flock], totals[apps.Upstream]}; !slices.Equal(got, all) {
 		t.Errorf("README's totals are %v (flock, upstream); the runs not disturbed sum to %v", all, got)
+	}
+	for app, subs := range others {
+		for sub, sum := range subs {
+			stated := statedNumbers(t, text, fmt.Sprintf(`\*\*%s, %s: ([\d,]+) rounds, (\d+) split brains?, (\d+) stuck\*\*`, app, sub))
+			if got := sum[:]; !slices.Equal(got, stated) {
+				t.Errorf("README states %s's %s rounds as %v (rounds, split, stuck); its runs sum to %v", app, sub, stated, got)
+			}
+		}
 	}
 }
 

@@ -2,13 +2,13 @@ package apps
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,8 +32,9 @@ import (
 	"github.com/flockd/flock/localcluster"
 )
 
-// Subjects of the campaign: flock's peer-finder as examples/apps/etcd runs
-// it, and Kubernetes' upstream peer-finder in the same manifest.
+// Subjects of the campaign: flock's peer-finder as the application's
+// example runs it, and Kubernetes' upstream peer-finder in the same
+// manifest (see shape).
 const (
 	Flock    = "flock"
 	Upstream = "upstream"
@@ -42,41 +43,74 @@ const (
 // UpstreamImage holds upstream's peer-finder at /peer-finder (make images).
 const UpstreamImage = "ghcr.io/flockd/apps/upstream-peer-finder:dev"
 
-// Plan is one round's schedule, the same for every subject.
+// Plan is one round's schedule, the same for every subject and every
+// application: members are named by ordinal.
 type Plan struct {
 	Round    int
 	Replicas int
 	// Policy is the StatefulSet's podManagementPolicy.
 	Policy string
-	// Skew delays each pod's start (an init container sleeps), by pod name.
-	Skew map[string]time.Duration
-	// KillAt > 0 deletes pod Kill that long after the StatefulSet was
-	// created (mid-bootstrap).
+	// Skew delays each pod's start (an init container sleeps), by ordinal.
+	Skew map[int]time.Duration
+	// KillAt > 0 deletes member Kill's pod that long after the StatefulSet
+	// was created (mid-bootstrap).
 	KillAt time.Duration
-	Kill   string
+	Kill   int
 	// ScaleAt > 0 scales to ScaleTo that long after creation.
 	ScaleAt time.Duration
 	ScaleTo int
-	// Wipe deletes etcd-0 and its claim (its data) WipeAfter once the
-	// cluster was first healthy, and waits until it is healthy again.
+	// Wipe deletes member 0's pod and its claim (its data) WipeAfter once
+	// the cluster was first healthy, and waits until it is healthy again.
 	Wipe      bool
 	WipeAfter time.Duration
+	// Node, when set, stops or kills the real node that hosts a member
+	// and starts it again (see NodeFault); nil: no node fault.
+	Node *NodeFault
+}
+
+// NodeFault takes down the real node hosting member Member At after the
+// StatefulSet was created, for Down, then starts it again: the cluster
+// must be healthy after the node is back.
+type NodeFault struct {
+	Member   int
+	Fault    localcluster.NodeFault // NodeStop or NodeKill
+	At, Down time.Duration
+}
+
+// DrawNodeFault draws round's node fault from seed with probability p (0
+// to 1): a member of the cold start's, stopped or killed with even odds,
+// 0-30 s after the start (mid-bootstrap or after), down for 15-60 s; nil
+// when the draw says none. The same seed and round give the same fault,
+// and it is drawn from its own stream, so NewPlan's plans stay the same
+// with node faults on or off. It is pure.
+func DrawNodeFault(seed uint64, round, replicas int, p float64) *NodeFault {
+	r := rand.New(rand.NewPCG(seed^0x6e6f6465, uint64(round)))
+	if r.Float64() >= p {
+		return nil
+	}
+	f := &NodeFault{Member: r.IntN(replicas), Fault: localcluster.NodeStop}
+	if r.IntN(2) == 0 {
+		f.Fault = localcluster.NodeKill
+	}
+	f.At = time.Duration(r.IntN(30000)) * time.Millisecond
+	f.Down = time.Duration(15000+r.IntN(45000)) * time.Millisecond
+	return f
 }
 
 // NewPlan draws round's schedule from seed: the same seed and round give
 // the same plan.
 func NewPlan(seed uint64, round, replicas int) Plan {
 	r := rand.New(rand.NewPCG(seed, uint64(round)))
-	p := Plan{Round: round, Replicas: replicas, Policy: "Parallel", Skew: map[string]time.Duration{}}
+	p := Plan{Round: round, Replicas: replicas, Policy: "Parallel", Skew: map[int]time.Duration{}}
 	if r.IntN(2) == 0 {
 		p.Policy = "OrderedReady"
 	}
 	for i := range replicas + 2 {
-		p.Skew[fmt.Sprintf("etcd-%d", i)] = time.Duration(r.IntN(5000)) * time.Millisecond
+		p.Skew[i] = time.Duration(r.IntN(5000)) * time.Millisecond
 	}
 	if r.IntN(2) == 0 {
 		p.KillAt = time.Duration(2000+r.IntN(18000)) * time.Millisecond
-		p.Kill = fmt.Sprintf("etcd-%d", r.IntN(replicas))
+		p.Kill = r.IntN(replicas)
 	}
 	if r.IntN(2) == 0 {
 		p.ScaleAt = time.Duration(1000+r.IntN(14000)) * time.Millisecond
@@ -93,13 +127,16 @@ func NewPlan(seed uint64, round, replicas int) Plan {
 func (p Plan) String() string {
 	s := fmt.Sprintf("round %d: %d members, %s", p.Round, p.Replicas, p.Policy)
 	if p.KillAt > 0 {
-		s += fmt.Sprintf(", kill %s at %s", p.Kill, p.KillAt)
+		s += fmt.Sprintf(", kill member %d at %s", p.Kill, p.KillAt)
 	}
 	if p.ScaleAt > 0 {
 		s += fmt.Sprintf(", scale to %d at %s", p.ScaleTo, p.ScaleAt)
 	}
 	if p.Wipe {
-		s += fmt.Sprintf(", wipe etcd-0 %s after healthy", p.WipeAfter)
+		s += fmt.Sprintf(", wipe member 0 %s after healthy", p.WipeAfter)
+	}
+	if f := p.Node; f != nil {
+		s += fmt.Sprintf(", %s member %d's node at %s for %s", f.Fault, f.Member, f.At, f.Down)
 	}
 	return s
 }
@@ -109,7 +146,8 @@ type Outcome struct {
 	Subject string
 	Plan    Plan
 	NS      string
-	// Split: more than one cluster id was seen, or members disagree.
+	// Split: more than one cluster identity was seen over the round (see
+	// Observation), or the members showed two clusters at once.
 	Split bool
 	// Stuck: no healthy cluster (and no split), and either nothing got
 	// better for Campaign.Stall or Campaign.Deadline passed.
@@ -119,8 +157,9 @@ type Outcome struct {
 	// not counted.
 	Aborted bool
 	// Healthy is the time from the StatefulSet's creation to the first
-	// healthy cluster after the faults of the bootstrap; Rejoin the time
-	// from the wipe to healthy again.
+	// healthy cluster after the faults of the bootstrap (the node fault
+	// included: its node back); Rejoin the time from the wipe to healthy
+	// again, the mark on every member.
 	Healthy, Rejoin time.Duration
 	Detail          string
 }
@@ -138,13 +177,18 @@ const (
 type Campaign struct {
 	Config *rest.Config
 	Client kubernetes.Interface
-	// Manifests are examples/apps/etcd's resources, in order.
+	// App judges the application; Manifests are its example's resources
+	// (examples/apps/<name>), in order, with one StatefulSet.
+	App       App
 	Manifests [][]byte
+	// FaultNode applies a plan's node fault to the real node name; nil:
+	// plans must have none (Run aborts a round that does).
+	FaultNode func(ctx context.Context, node string, fault localcluster.NodeFault) error
 	// Edit is applied to every object before it is created (e.g. to land
 	// pods on a node).
 	Edit func(ns string, o *unstructured.Unstructured)
 	// A phase of a round (formation, rejoin after the wipe) is stuck when
-	// EtcdProgress did not rise for Stall, or when Deadline passed since
+	// the App's Progress did not rise for Stall, or when Deadline passed since
 	// it began, even while it rises (a livelock). Stall, not Deadline, is
 	// the rule that finds a deadlocked bootstrap; unlike a deadline it does
 	// not grow with how busy the machine is: a slow OrderedReady step
@@ -214,11 +258,12 @@ func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 			})
 		}
 	}()
-	if err := c.create(ctx, ns.Name, subject, plan); err != nil {
+	set, err := c.create(ctx, ns.Name, subject, plan)
+	if err != nil {
 		out.Aborted, out.Detail = true, err.Error()
 		return out
 	}
-	c.round(ctx, &out)
+	c.round(ctx, &out, set)
 	if ctx.Err() != nil && !out.Split {
 		out.Stuck, out.Aborted = false, true
 	}
@@ -226,51 +271,62 @@ func (c *Campaign) Run(ctx context.Context, subject string, plan Plan) Outcome {
 	return out
 }
 
-func (c *Campaign) round(ctx context.Context, out *Outcome) {
+func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 	plan, ns := out.Plan, out.NS
+	member := func(i int) string { return fmt.Sprintf("%s-%d", set, i) }
 	t0 := time.Now()
-	faults := make(chan error, 2)
+	faults := make(chan error, 3)
 	pending := 0
 	if plan.KillAt > 0 {
 		pending++
 		go func() {
 			time.Sleep(plan.KillAt)
-			faults <- retry(ctx, func() error { return c.Client.CoreV1().Pods(ns).Delete(ctx, plan.Kill, metav1.DeleteOptions{}) })
+			faults <- retry(ctx, func() error { return c.Client.CoreV1().Pods(ns).Delete(ctx, member(plan.Kill), metav1.DeleteOptions{}) })
 		}()
 	}
 	if plan.ScaleAt > 0 {
 		pending++
 		go func() {
 			time.Sleep(plan.ScaleAt)
-			faults <- retry(ctx, func() error { return c.scale(ctx, ns, plan.ScaleTo) })
+			faults <- retry(ctx, func() error { return c.scale(ctx, ns, set, plan.ScaleTo) })
 		}()
+	}
+	if plan.Node != nil {
+		pending++
+		go func() { faults <- c.nodeFault(ctx, ns, member(plan.Node.Member), *plan.Node) }()
 	}
 	want := plan.Replicas
 	if plan.ScaleAt > 0 {
 		want = plan.ScaleTo
 	}
-	ex := NewExec(c.Config, c.Client)
-	seen := map[uint64]bool{}
-	// judge records every cluster id seen in the round: more than one is a
-	// split brain, whichever reader saw it.
-	judge := func(views []EtcdView, pods []string) Verdict {
-		v := JudgeEtcd(views, pods)
-		for _, id := range v.ClusterIDs {
+	pods := make([]string, want)
+	for i := range pods {
+		pods[i] = member(i)
+	}
+	read := Reader{Exec: NewExec(c.Config, c.Client), HTTP: &c.http}
+	seen := map[string]bool{}
+	// judge records every cluster identity seen in the round: more than
+	// one is a split brain, whichever reader saw it; so is an observation
+	// that shows two clusters at once.
+	judge := func(o Observation) Observation {
+		for _, id := range o.Identities {
 			seen[id] = true
 		}
-		if len(seen) > 1 && !out.Split {
+		switch {
+		case out.Split:
+		case o.Split != "":
+			out.Split, out.Detail = true, "split brain: "+o.Split+"; "+o.Detail
+		case len(seen) > 1:
 			out.Split = true
-			out.Detail = fmt.Sprintf("split brain: cluster ids %x; %s", slices.Sorted(maps.Keys(seen)), v.Detail)
+			out.Detail = fmt.Sprintf("split brain: %q; %s", slices.Sorted(maps.Keys(seen)), o.Detail)
 		}
-		return v
+		return o
 	}
-	// settle polls until the want pods form one healthy cluster, after every
-	// pending fault happened; false on a split, or when stuck (see Stall).
+	// settle polls until the want pods form one healthy cluster (with the
+	// mark on every member, once marked), after every pending fault
+	// happened; false on a split, or when stuck (see Stall).
+	mark := ""
 	settle := func(begin time.Time) bool {
-		pods := make([]string, want)
-		for i := range pods {
-			pods[i] = fmt.Sprintf("etcd-%d", i)
-		}
 		deadline := begin.Add(c.Deadline)
 		clock := stallClock{last: -1, rise: begin}
 		for {
@@ -289,30 +345,30 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 				}
 				break
 			}
-			// Poll over etcd's client API; a healthy poll is confirmed
-			// with etcdctl in every pod, as the application tests judge.
-			views := c.readHTTP(ctx, ns, pods)
-			clock.observe(EtcdProgress(views), time.Now())
-			v := judge(views, pods)
-			if v.Healthy && pending == 0 {
-				v = judge(ReadEtcdAll(ctx, ex, ns, pods), pods)
+			// Poll cheaply; a healthy poll is confirmed as the
+			// application tests judge.
+			read.IPs = c.podIPs(ctx, ns)
+			o := judge(c.App.Observe(ctx, read, ns, pods, false, mark))
+			clock.observe(o.Progress, time.Now())
+			if o.Healthy && pending == 0 {
+				o = judge(c.App.Observe(ctx, read, ns, pods, true, mark))
 			}
 			if out.Split {
 				return false
 			}
-			if v.Healthy && pending == 0 {
+			if o.Healthy && pending == 0 {
 				return true
 			}
 			now := time.Now()
 			stalled := clock.stalled(now, c.Stall)
 			if stalled || now.After(deadline) || ctx.Err() != nil {
 				out.Stuck = true
-				out.Detail = v.Detail
+				out.Detail = o.Detail
 				switch {
 				case stalled:
-					out.Detail = fmt.Sprintf("no progress for %s (at %s): %s", c.Stall, now.Sub(begin).Round(time.Second), v.Detail)
+					out.Detail = fmt.Sprintf("no progress for %s (at %s): %s", c.Stall, now.Sub(begin).Round(time.Second), o.Detail)
 				case now.After(deadline):
-					out.Detail = fmt.Sprintf("deadline %s passed: %s", c.Deadline, v.Detail)
+					out.Detail = fmt.Sprintf("deadline %s passed: %s", c.Deadline, o.Detail)
 				}
 				return false
 			}
@@ -323,20 +379,78 @@ func (c *Campaign) round(ctx context.Context, out *Outcome) {
 		return
 	}
 	out.Healthy = time.Since(t0)
+	var err error
+	if mark, err = c.mark(ctx, read, ns, pods); err != nil {
+		out.Stuck, out.Detail = true, "healthy, but "+err.Error()
+		return
+	}
+	if mark != "" && !settle(time.Now()) {
+		out.Detail = "after the mark: " + out.Detail
+		return
+	}
 	if !plan.Wipe {
 		return
 	}
 	time.Sleep(plan.WipeAfter)
 	t1 := time.Now()
-	if err := c.wipe(ctx, ns, "etcd-0", "data-etcd-0"); err != nil {
+	if err := c.wipe(ctx, ns, member(0), "data-"+member(0)); err != nil {
 		out.Aborted, out.Detail = true, err.Error()
 		return
 	}
 	if !settle(t1) {
-		out.Detail = "after the wipe of etcd-0: " + out.Detail
+		out.Detail = "after the wipe of " + member(0) + ": " + out.Detail
 		return
 	}
 	out.Rejoin = time.Since(t1)
+}
+
+// mark has the App mark the healthy cluster, trying again for up to Stall
+// (a minute when Stall is zero): a write a healthy cluster refuses that long
+// is a stuck cluster.
+func (c *Campaign) mark(ctx context.Context, read Reader, ns string, pods []string) (string, error) {
+	deadline := time.Now().Add(cmp.Or(c.Stall, time.Minute))
+	for {
+		read.IPs = c.podIPs(ctx, ns)
+		mark, err := c.App.Mark(ctx, read, ns, pods)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return mark, err
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// nodeFault waits f.At, takes down the node that hosts pod (where it runs
+// then), and starts it again f.Down later.
+func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) error {
+	if c.FaultNode == nil {
+		return fmt.Errorf("the plan has a node fault and the campaign none")
+	}
+	time.Sleep(f.At)
+	node := ""
+	for deadline := time.Now().Add(2 * time.Minute); node == ""; time.Sleep(time.Second) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			node = p.Spec.NodeName
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return fmt.Errorf("%s has no node to fault: %w", pod, err)
+		}
+		if node == "" && (time.Now().After(deadline) || ctx.Err() != nil) {
+			return fmt.Errorf("%s has no node to fault: not scheduled", pod)
+		}
+	}
+	if err := c.FaultNode(ctx, node, f.Fault); err != nil {
+		return fmt.Errorf("%s node %s (%s's): %w", f.Fault, node, pod, err)
+	}
+	time.Sleep(f.Down)
+	// Started with a context of its own: a node left down would take the
+	// other rounds' members with it.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.FaultNode(sctx, node, localcluster.NodeStart); err != nil {
+		return fmt.Errorf("start node %s: %w", node, err)
+	}
+	return nil
 }
 
 // stallClock remembers when a progress score last rose above the poll
@@ -361,27 +475,20 @@ func (c *stallClock) stalled(now time.Time, stall time.Duration) bool {
 	return stall > 0 && now.Sub(c.rise) > stall
 }
 
-// readHTTP reads every pod's etcd over its client API at the pod's IP.
-func (c *Campaign) readHTTP(ctx context.Context, ns string, pods []string) []EtcdView {
-	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+// podIPs are the addresses of ns's running pods, by name; none when the
+// pods cannot be listed.
+func (c *Campaign) podIPs(ctx context.Context, ns string) map[string]string {
 	ips := map[string]string{}
-	if err == nil {
-		for _, p := range list.Items {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-				ips[p.Name] = p.Status.PodIP
-			}
+	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ips
+	}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			ips[p.Name] = p.Status.PodIP
 		}
 	}
-	return eachPod(pods, func(pod string) EtcdView {
-		ip, ok := ips[pod]
-		switch {
-		case err != nil:
-			return EtcdView{Pod: pod, Err: fmt.Sprintf("list pods: %v", err)}
-		case !ok:
-			return EtcdView{Pod: pod, Err: errNoPodIP}
-		}
-		return ReadEtcdHTTP(ctx, &c.http, pod, net.JoinHostPort(ip, "2379"))
-	})
+	return ips
 }
 
 // wipe deletes a pod's claim and the pod, so it comes back with an empty
@@ -415,21 +522,17 @@ func (c *Campaign) wipe(ctx context.Context, ns, pod, claim string) error {
 	return fmt.Errorf("wipe: %s not re-created within a minute", pod)
 }
 
-func (c *Campaign) scale(ctx context.Context, ns string, n int) error {
+func (c *Campaign) scale(ctx context.Context, ns, set string, n int) error {
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-	_, err := c.Client.AppsV1().StatefulSets(ns).Patch(ctx, "etcd", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := c.Client.AppsV1().StatefulSets(ns).Patch(ctx, set, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 
-// create applies the manifests for subject with the plan's policy and skew.
-func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) error {
-	skew := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "campaign-skew"}, "data": map[string]any{},
-	}}
-	for pod, d := range plan.Skew {
-		_ = unstructured.SetNestedField(skew.Object, fmt.Sprintf("%.3f", d.Seconds()), "data", pod)
-	}
-	objs := []*unstructured.Unstructured{skew}
+// create applies the manifests for subject with the plan's policy and
+// skew, and returns the StatefulSet's name.
+func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) (string, error) {
+	var objs []*unstructured.Unstructured
+	set := ""
 	for _, m := range c.Manifests {
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
 		for {
@@ -437,29 +540,44 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 			if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
-				return fmt.Errorf("decode manifest: %w", err)
+				return "", fmt.Errorf("decode manifest: %w", err)
 			}
 			if len(o.Object) > 0 {
 				objs = append(objs, &o)
 			}
+			if o.GetKind() == "StatefulSet" && set == "" {
+				set = o.GetName()
+			} else if o.GetKind() == "StatefulSet" {
+				return "", fmt.Errorf("the manifests have two StatefulSets, %s and %s", set, o.GetName())
+			}
 		}
 	}
+	if set == "" {
+		return "", fmt.Errorf("the manifests have no StatefulSet")
+	}
+	skew := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "campaign-skew"}, "data": map[string]any{},
+	}}
+	for i, d := range plan.Skew {
+		_ = unstructured.SetNestedField(skew.Object, fmt.Sprintf("%.3f", d.Seconds()), "data", fmt.Sprintf("%s-%d", set, i))
+	}
+	objs = append([]*unstructured.Unstructured{skew}, objs...)
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var groups []*restmapper.APIGroupResources
 	if err := retry(ctx, func() (err error) {
 		groups, err = restmapper.GetAPIGroupResources(c.Client.Discovery())
 		return err
 	}); err != nil {
-		return err
+		return "", err
 	}
 	mapper := restmapper.NewDiscoveryRESTMapper(groups)
 	for _, o := range objs {
 		if o.GetKind() == "StatefulSet" {
 			if err := shape(o, subject, plan); err != nil {
-				return err
+				return "", err
 			}
 		}
 		if c.Edit != nil {
@@ -468,17 +586,17 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
 		if err != nil {
-			return err
+			return "", err
 		}
 		o.SetNamespace(ns)
 		if err := retry(ctx, func() error {
 			_, err := dc.Resource(m.Resource).Namespace(ns).Create(ctx, o, metav1.CreateOptions{})
 			return err
 		}); err != nil {
-			return fmt.Errorf("create %s %s: %w", gvk.Kind, o.GetName(), err)
+			return "", fmt.Errorf("create %s %s: %w", gvk.Kind, o.GetName(), err)
 		}
 	}
-	return nil
+	return set, nil
 }
 
 // shape sets the plan's pod management policy and start skew on the
@@ -487,6 +605,7 @@ func (c *Campaign) create(ctx context.Context, ns, subject string, plan Plan) er
 func shape(o *unstructured.Unstructured, subject string, plan Plan) error {
 	_ = unstructured.SetNestedField(o.Object, plan.Policy, "spec", "podManagementPolicy")
 	_ = unstructured.SetNestedField(o.Object, int64(plan.Replicas), "spec", "replicas")
+	service, _, _ := unstructured.NestedString(o.Object, "spec", "serviceName")
 	spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
 	inits, _, _ := unstructured.NestedSlice(spec, "initContainers")
 	conts, _, _ := unstructured.NestedSlice(spec, "containers")
@@ -497,14 +616,17 @@ func shape(o *unstructured.Unstructured, subject string, plan Plan) error {
 			case subject == Upstream && name == "install":
 				ct["image"] = UpstreamImage
 			case subject == Upstream && name == "bootstrap":
-				ct["command"] = []any{"/flock/peer-finder", "-on-start=/scripts/on-start.sh", "-service=etcd"}
+				ct["command"] = []any{"/flock/peer-finder", "-on-start=/scripts/on-start.sh", "-service=" + service}
 			case subject == Upstream && name == "peer-finder":
-				ct["command"] = []any{"/flock/peer-finder", "-on-change=/scripts/on-change.sh", "-service=etcd"}
+				ct["command"] = []any{"/flock/peer-finder", "-on-change=/scripts/on-change.sh", "-service=" + service}
 			}
 		}
 	}
 	if len(inits) == 0 {
 		return fmt.Errorf("the StatefulSet has no init containers")
+	}
+	if subject == Upstream && slices.IndexFunc(inits, func(x any) bool { return x.(map[string]any)["name"] == "install" }) < 0 {
+		return fmt.Errorf("upstream: the StatefulSet has no install init container to copy upstream's peer-finder")
 	}
 	img := inits[len(inits)-1].(map[string]any)["image"]
 	skew := map[string]any{
@@ -551,9 +673,12 @@ func (c *Campaign) saveLogs(out Outcome) {
 	}
 }
 
-// ForRealNode lands an object's pods on the local cluster's real node (its
-// label and taint) and points RoleBinding subjects at ns: the only changes
-// the campaign makes to the example.
+// ForRealNode lands an object's pods on the local cluster's real nodes
+// (their label and taint), spread over them (at most one member more on one
+// node than on another, counting the nodes the pods tolerate: a node taken
+// down by a node fault is tainted and so not counted), and points
+// RoleBinding subjects at ns: the only changes the campaign makes to the
+// example.
 func ForRealNode(ns string, o *unstructured.Unstructured) {
 	switch o.GetKind() {
 	case "RoleBinding":
@@ -567,6 +692,11 @@ func ForRealNode(ns string, o *unstructured.Unstructured) {
 		spec["nodeSelector"] = map[string]any{localcluster.RealNodeLabel: "true"}
 		tol, _, _ := unstructured.NestedSlice(spec, "tolerations")
 		spec["tolerations"] = append(tol, map[string]any{"key": localcluster.RealNodeLabel, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+		labels, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "metadata", "labels")
+		spec["topologySpreadConstraints"] = []any{map[string]any{
+			"maxSkew": int64(1), "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+			"nodeTaintsPolicy": "Honor", "labelSelector": map[string]any{"matchLabels": labels},
+		}}
 		_ = unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
 	}
 }

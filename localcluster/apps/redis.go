@@ -161,3 +161,23 @@ func JudgeRedis(views []RedisView, pods []string) RedisVerdict {
 	v.Detail = strings.Join(problems, "; ")
 	return v
 }
+
+// RedisProgress scores how far views of a bootstrapping replication got
+// (see Observation.Progress): per pod, one point for answering with a
+// role, one for being a primary or a replica whose link is up; plus the
+// connected replicas of the primary that has most. It is pure.
+func RedisProgress(views []RedisView) int {
+	score, most := 0, 0
+	for _, r := range views {
+		if r.Role != "" {
+			score++
+		}
+		if r.Role == "master" || r.Role == "slave" && r.LinkUp {
+			score++
+		}
+		if r.Role == "master" {
+			most = max(most, len(r.Replicas))
+		}
+	}
+	return score + most
+}

@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -181,4 +182,47 @@ func participants(config string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ZookeeperProgress scores how far views of a bootstrapping ensemble got
+// (see Observation.Progress): per pod, one point for serving, one for
+// leading or following, one for the marker; plus the participants of the
+// largest configuration any of them runs. It is pure.
+func ZookeeperProgress(views []ZookeeperView) int {
+	score, most := 0, 0
+	for _, z := range views {
+		if z.Mode != "" {
+			score++
+		}
+		if z.Mode == "leader" || z.Mode == "follower" {
+			score++
+		}
+		if z.Marker != "" {
+			score++
+		}
+		most = max(most, len(participants(strings.Join(z.Servers, " "))))
+	}
+	return score + most
+}
+
+// ZookeeperSplit says why views show two ensembles at once: two members
+// that lead (or serve alone) with different configurations; "" when they
+// do not. Two leaders of one configuration are a leader change seen
+// half-way, not two ensembles. It is pure.
+func ZookeeperSplit(views []ZookeeperView) string {
+	leads := map[string][]string{}
+	for _, z := range views {
+		if z.Mode == "leader" || z.Mode == "standalone" {
+			c := strings.Join(z.Servers, " ") + " version=" + z.Version
+			leads[c] = append(leads[c], z.Pod)
+		}
+	}
+	if len(leads) < 2 {
+		return ""
+	}
+	var s []string
+	for _, c := range slices.Sorted(maps.Keys(leads)) {
+		s = append(s, fmt.Sprintf("%q lead %s", leads[c], c))
+	}
+	return "two ensembles at once: " + strings.Join(s, "; ")
 }
