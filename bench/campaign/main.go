@@ -1,5 +1,5 @@
 // Command campaign runs randomized bootstrap rounds of an application
-// (-app: etcd, zookeeper or redis, examples/apps/<app>) in real containers
+// (-app: etcd, zookeeper, redis or galera, examples/apps/<app>) in real containers
 // on the local cluster's real nodes, members spread over them, with flock's
 // peer-finder and Kubernetes' upstream peer-finder side by side: the
 // same manifest and scripts, the same fault schedule, each round
@@ -14,11 +14,16 @@
 //   - redis: info replication in every pod: one primary whose replicas are
 //     the other pods, each following it with its link up; a key written
 //     through the primary once healthy (and acknowledged by every replica),
-//     on every member after.
+//     on every member after;
+//   - galera: the wsrep status in every pod: one cluster state uuid, a
+//     primary component of exactly the pods, all Synced; rows written
+//     (each acknowledged) through one member once healthy, at least as
+//     many on every member after.
 //
 // More than one cluster identity over a round (etcd's cluster ids, the
-// marks read) or two clusters at once (two primaries; two leaders of
-// different configurations) is a split brain; no healthy cluster, and no
+// marks read, Galera's state uuids) or two clusters at once (two
+// primaries; two leaders of different configurations; two primary
+// components) is a split brain; no healthy cluster, and no
 // progress towards one for -stall (members starting, joining, agreeing) or
 // none by -deadline, is a stuck bootstrap.
 //

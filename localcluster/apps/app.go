@@ -45,6 +45,7 @@ var Apps = map[string]App{
 	"etcd":      EtcdApp{},
 	"zookeeper": ZookeeperApp{},
 	"redis":     RedisApp{},
+	"galera":    GaleraApp{},
 }
 
 // Reader is how an App reaches the pods of one poll.

@@ -125,7 +125,8 @@ func TestDrawNodeFault(t *testing.T) {
 // TestAppsHaveExamples: every registered application has the example the
 // campaign creates (see App): one StatefulSet, with an init container (the
 // campaign's skew runs in the last one's image) and one claim template
-// named data (the wipe deletes data-<set>-0).
+// named data (the wipe deletes data-<set>-0), and what upstream's subject
+// needs (an install init container).
 func TestAppsHaveExamples(t *testing.T) {
 	for name := range Apps {
 		manifests, err := Manifests(filepath.Join("..", "..", "examples", "apps", name))
@@ -150,6 +151,9 @@ func TestAppsHaveExamples(t *testing.T) {
 				claims, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
 				if len(inits) == 0 || len(claims) != 1 || claims[0].(map[string]any)["metadata"].(map[string]any)["name"] != "data" {
 					t.Errorf("%s: StatefulSet %s: want an init container and one claim template named data", name, o.GetName())
+				}
+				if err := shape(&o, Upstream, NewPlan(1, 1, 3)); err != nil {
+					t.Errorf("%s: StatefulSet %s: upstream's subject: %v", name, o.GetName(), err)
 				}
 			}
 		}

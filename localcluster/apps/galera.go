@@ -161,3 +161,129 @@ func JudgeGalera(views []GaleraView, pods []string) GaleraVerdict {
 	v.Detail = strings.Join(problems, "; ")
 	return v
 }
+
+// GaleraProgress scores how far views of a bootstrapping Galera cluster got
+// (see Observation.Progress): per pod, one point for answering, one for
+// being in a primary component, one for Synced; plus the largest
+// wsrep_cluster_size any of them reports. It is pure.
+func GaleraProgress(views []GaleraView) int {
+	score, most := 0, 0
+	for _, g := range views {
+		if g.Err != "" {
+			continue
+		}
+		score++
+		if g.Status == "Primary" {
+			score++
+		}
+		if g.State == "Synced" {
+			score++
+		}
+		most = max(most, g.Size)
+	}
+	return score + most
+}
+
+// GaleraApp is Galera's oracle: one cluster state uuid, a primary
+// component of exactly the pods, every member Synced (the wsrep status of
+// mariadb in each pod), and no acknowledged row lost: the rows Mark wrote
+// through one member once healthy are on every member afterwards.
+type GaleraApp struct{}
+
+// GaleraMarkTable is the table Mark writes its acknowledged rows to.
+const GaleraMarkTable = "flock_campaign.acked"
+
+// galeraMarkRows is how many rows Mark writes, one transaction each.
+const galeraMarkRows = 3
+
+// galeraClient is how the campaign runs mariadb in examples/apps/galera.
+var galeraClient = GaleraClient{Container: GaleraContainer}
+
+// Observe reads Galera's views (see App); with confirm and a mark, the
+// acknowledged rows on every member.
+func (GaleraApp) Observe(ctx context.Context, r Reader, ns string, pods []string, confirm bool, mark string) Observation {
+	views := ReadGaleraAll(ctx, r.Exec, ns, pods, galeraClient)
+	v := JudgeGalera(views, pods)
+	o := Observation{Healthy: v.Healthy, Progress: GaleraProgress(views), Detail: v.Detail}
+	for _, id := range v.UUIDs {
+		o.Identities = append(o.Identities, "cluster state uuid "+id)
+	}
+	if v.Split() {
+		o.Split = fmt.Sprintf("primary components with cluster state uuids %q at once", v.UUIDs)
+	}
+	if !confirm || mark == "" || !o.Healthy {
+		return o
+	}
+	rows := eachPod(pods, func(pod string) string {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// wsrep_sync_wait: the count waits for every write set the
+		// cluster committed before it (a causal read on any member).
+		out, err := r.Exec(ctx, ns, pod, GaleraContainer, galeraClient.Command("SET SESSION wsrep_sync_wait=1; SELECT COUNT(*) FROM "+GaleraMarkTable)...)
+		if err != nil {
+			return fmt.Sprintf("%v: %s", err, lastLines(out, 2))
+		}
+		return strings.TrimSpace(out)
+	})
+	if problems := missingRows(pods, rows, mark); len(problems) > 0 {
+		o.Healthy, o.Detail = false, strings.Join(problems, "; ")
+	}
+	return o
+}
+
+// missingRows says which of pods hold fewer rows than mark (Mark's count)
+// or could not count them; rows[i] is what pods[i]'s count printed. It is
+// pure.
+func missingRows(pods, rows []string, mark string) []string {
+	want, err := strconv.Atoi(mark)
+	if err != nil {
+		return []string{fmt.Sprintf("mark %q is no row count", mark)}
+	}
+	var problems []string
+	for i, got := range rows {
+		if n, err := strconv.Atoi(got); err != nil || n < want {
+			problems = append(problems, fmt.Sprintf("%s: %s has %q rows, %d acknowledged", pods[i], GaleraMarkTable, got, want))
+		}
+	}
+	return problems
+}
+
+// Mark creates GaleraMarkTable once and writes galeraMarkRows rows through
+// the first Synced member of the primary component, each acknowledged
+// (autocommit: mariadb exits 0 once Galera certified it), and returns how
+// many rows that member then holds: Observe wants at least as many on
+// every member.
+func (GaleraApp) Mark(ctx context.Context, r Reader, ns string, pods []string) (string, error) {
+	views := ReadGaleraAll(ctx, r.Exec, ns, pods, galeraClient)
+	v := JudgeGalera(views, pods)
+	if v.UUID() == "" {
+		return "", fmt.Errorf("mark: cluster state uuids %q", v.UUIDs)
+	}
+	writer := ""
+	for _, g := range views {
+		if g.Err == "" && g.Status == "Primary" && g.State == "Synced" {
+			writer = g.Pod
+			break
+		}
+	}
+	if writer == "" {
+		return "", fmt.Errorf("mark: no Synced member: %s", v.Detail)
+	}
+	stmts := "CREATE DATABASE IF NOT EXISTS flock_campaign; CREATE TABLE IF NOT EXISTS " + GaleraMarkTable +
+		" (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(80) NOT NULL);"
+	for i := range galeraMarkRows {
+		stmts += fmt.Sprintf(" INSERT INTO %s (tag) VALUES ('%s-%d');", GaleraMarkTable, ns, i)
+	}
+	stmts += " SELECT COUNT(*) FROM " + GaleraMarkTable
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	out, err := r.Exec(ctx, ns, writer, GaleraContainer, galeraClient.Command(stmts)...)
+	if err != nil {
+		return "", fmt.Errorf("mark: write rows through %s: %w: %s", writer, err, lastLines(out, 3))
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || n < galeraMarkRows {
+		return "", fmt.Errorf("mark: %s holds %q rows after writing %d", writer, strings.TrimSpace(out), galeraMarkRows)
+	}
+	return strconv.Itoa(n), nil
+}

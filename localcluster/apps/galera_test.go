@@ -1,6 +1,10 @@
 package apps
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +60,107 @@ func TestGaleraClientCommand(t *testing.T) {
 	}
 	if got := (GaleraClient{Container: "mysql", User: "root"}).Command("SELECT 1"); !slices.Equal(got, []string{"mariadb", "-NB", "-u", "root", "-e", "SELECT 1"}) {
 		t.Errorf("as root: %q", got)
+	}
+}
+
+// fakeGalera answers the campaign's mariadb commands in examples/apps/galera
+// from fixtures: status by pod (galeraStatus), rows by pod (the count of
+// GaleraMarkTable); a pod missing from status is down. It records the
+// statements written.
+type fakeGalera struct {
+	status, rows map[string]string
+	wrote        []string
+}
+
+func (f *fakeGalera) exec(_ context.Context, _, pod, container string, cmd ...string) (string, error) {
+	stmts := cmd[len(cmd)-1]
+	out, up := f.status[pod]
+	switch {
+	case container != GaleraContainer || !slices.Equal(cmd[:len(cmd)-1], []string{"mariadb", "-NB", "-e"}):
+		return "", fmt.Errorf("unexpected command in %s: %q", container, cmd)
+	case !up:
+		return "ERROR 2002 (HY000): Can't connect to local server through socket\n", errors.New("command terminated with exit code 1")
+	case stmts == galeraStatus:
+		return out, nil
+	case strings.Contains(stmts, "INSERT"):
+		f.wrote = append(f.wrote, pod+": "+stmts)
+		return f.rows[pod] + "\n", nil
+	case strings.HasSuffix(stmts, "SELECT COUNT(*) FROM "+GaleraMarkTable):
+		return f.rows[pod] + "\n", nil
+	}
+	return "", fmt.Errorf("unexpected statements %q", stmts)
+}
+
+func TestGaleraAppObserve(t *testing.T) {
+	pods := []string{"galera-0", "galera-1", "galera-2"}
+	synced := map[string]string{"galera-0": galeraOut, "galera-1": galeraOut, "galera-2": galeraOut}
+	rows := map[string]string{"galera-0": "3", "galera-1": "3", "galera-2": "3"}
+	with := func(m map[string]string, pod, v string) map[string]string {
+		m = maps.Clone(m)
+		if v == "" {
+			delete(m, pod)
+		} else {
+			m[pod] = v
+		}
+		return m
+	}
+	other := strings.Replace(strings.Replace(galeraOut, "3626f7af", "99999999", 1), "size\t3", "size\t1", 1)
+	for _, c := range []struct {
+		name          string
+		status, rows  map[string]string
+		confirm       bool
+		mark          string
+		healthy       bool
+		identities    int
+		split, detail string
+		progressBelow bool
+	}{
+		{name: "healthy", status: synced, healthy: true, identities: 1},
+		{name: "healthy, the rows on every member", status: synced, rows: rows, confirm: true, mark: "3", healthy: true, identities: 1},
+		{name: "more rows than acknowledged", status: synced, rows: with(rows, "galera-1", "4"), confirm: true, mark: "3", healthy: true, identities: 1},
+		{name: "an acknowledged row lost", status: synced, rows: with(rows, "galera-2", "2"), confirm: true, mark: "3", identities: 1, detail: `galera-2: flock_campaign.acked has "2" rows, 3 acknowledged`},
+		{name: "no table", status: synced, rows: with(rows, "galera-0", "ERROR 1146"), confirm: true, mark: "3", identities: 1, detail: "galera-0:"},
+		{name: "rows not read without confirm", status: synced, rows: with(rows, "galera-2", "0"), mark: "3", healthy: true, identities: 1},
+		{name: "joining", status: with(synced, "galera-2", strings.Replace(galeraOut, "Synced", "Joining: receiving State Transfer", 1)), identities: 1, detail: "not Synced", progressBelow: true},
+		{name: "a member down", status: with(synced, "galera-1", ""), identities: 1, detail: "galera-1: wsrep status", progressBelow: true},
+		{name: "size 2", status: with(synced, "galera-2", strings.Replace(galeraOut, "size\t3", "size\t2", 1)), identities: 1, detail: "cluster size 2, want 3"},
+		{name: "two primary components", status: with(synced, "galera-2", other), identities: 2, split: `"3626f7af-f035-11f1-b1fb-1f26f40b00d3" "99999999-f035-11f1-b1fb-1f26f40b00d3"`, detail: "2 cluster state uuids"},
+		{name: "a non-primary member is no second cluster", status: with(synced, "galera-2", strings.Replace(other, "Primary", "non-Primary", 1)), identities: 1, detail: "cluster status non-Primary", progressBelow: true},
+	} {
+		f := &fakeGalera{status: c.status, rows: c.rows}
+		o := GaleraApp{}.Observe(context.Background(), Reader{Exec: f.exec}, "ns", pods, c.confirm, c.mark)
+		if o.Healthy != c.healthy || len(o.Identities) != c.identities || !strings.Contains(o.Split, c.split) || (c.split == "") != (o.Split == "") || !strings.Contains(o.Detail, c.detail) || (c.healthy && o.Detail != "") {
+			t.Errorf("%s: %+v, want healthy %v, %d identities, split %q, detail %q", c.name, o, c.healthy, c.identities, c.split, c.detail)
+		}
+		// Progress: 3 points per Synced primary member, and the largest
+		// size reported: below that while a member is not there yet.
+		if full := 3*3 + 3; (o.Progress < full) != c.progressBelow {
+			t.Errorf("%s: progress %d, full %d: want below %v", c.name, o.Progress, full, c.progressBelow)
+		}
+	}
+}
+
+func TestGaleraAppMark(t *testing.T) {
+	pods := []string{"galera-0", "galera-1", "galera-2"}
+	joining := strings.Replace(galeraOut, "Synced", "Joining: receiving State Transfer", 1)
+	f := &fakeGalera{status: map[string]string{"galera-0": joining, "galera-1": galeraOut, "galera-2": galeraOut}, rows: map[string]string{"galera-1": "3"}}
+	mark, err := GaleraApp{}.Mark(context.Background(), Reader{Exec: f.exec}, "campaign-flock-1-x", pods)
+	if err != nil || mark != "3" {
+		t.Fatalf("mark %q, %v; want 3 rows", mark, err)
+	}
+	if len(f.wrote) != 1 || !strings.HasPrefix(f.wrote[0], "galera-1: CREATE DATABASE IF NOT EXISTS flock_campaign;") ||
+		strings.Count(f.wrote[0], "INSERT INTO flock_campaign.acked (tag) VALUES ('campaign-flock-1-x-") != galeraMarkRows {
+		t.Errorf("wrote %q, want the table and %d rows through galera-1, the first Synced member", f.wrote, galeraMarkRows)
+	}
+	for name, f := range map[string]*fakeGalera{
+		"no member answers": {status: map[string]string{}},
+		"two clusters":      {status: map[string]string{"galera-0": galeraOut, "galera-1": strings.Replace(galeraOut, "3626f7af", "99999999", 1)}},
+		"fewer rows held":   {status: map[string]string{"galera-0": galeraOut}, rows: map[string]string{"galera-0": "2"}},
+		"write refused":     {status: map[string]string{"galera-0": galeraOut}, rows: map[string]string{"galera-0": "ERROR 1047 (08S01): WSREP has not yet prepared node for application use"}},
+	} {
+		if mark, err := (GaleraApp{}).Mark(context.Background(), Reader{Exec: f.exec}, "ns", pods); err == nil {
+			t.Errorf("%s: mark %q, want an error", name, mark)
+		}
 	}
 }
 

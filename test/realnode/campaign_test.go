@@ -14,7 +14,7 @@ import (
 )
 
 // TestCampaignSmoke runs two rounds of bench/campaign per application
-// (apps.Apps: etcd, zookeeper, redis, each its example under its own
+// (apps.Apps: etcd, zookeeper, redis, galera, each its example under its own
 // oracle) for flock only, under the same fault schedule (start skew, a
 // member killed mid-bootstrap, a scale-up during bootstrap, member 0's data
 // lost once healthy and marked, members spread over the real nodes), the
