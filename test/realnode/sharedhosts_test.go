@@ -163,8 +163,10 @@ func TestExampleSharedHosts(t *testing.T) {
 	pods := b.waitRunning("app=train", "trainer", 4)
 	ips := trainIPs(pods)
 	perNode := onePerNode(pods)
-	if len(perNode) != 3 {
-		t.Errorf("pods on %d nodes, want all 3 real nodes", len(perNode))
+	// Spread over every real node: three, or four while a test has added
+	// its spare (TestFlockMove grows the bed to four).
+	if len(perNode) < 3 {
+		t.Errorf("pods on %d nodes, want at least 3 real nodes", len(perNode))
 	}
 	for _, p := range perNode {
 		b.resolvesAll(p, ips)
