@@ -21,7 +21,7 @@ test: cluster-build images verify helm ## Run all tests (unit, integration, real
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@# Reuses a running cluster; one started here is stopped when the tests end.
-	@# test/realnode runs real pods one after another and takes 13-15 minutes on
+	@# test/realnode runs real pods one after another and takes about 20 minutes on
 	@# 2 shared cores, past go test's default 10m per-package limit: give it room.
 	@# The tally (internal/testing/need) says how many root and real-node tests
 	@# ran and which were skipped, and why.
