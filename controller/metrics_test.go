@@ -66,13 +66,7 @@ func TestBuildInfoMetric(t *testing.T) {
 // its own generated RBAC (tokenreviews, subjectaccessreviews).
 func TestMetricsSecure(t *testing.T) {
 	e := newEnv(t, 0)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	e.startManagerWith(func(o *controller.ManagerOptions) { o.MetricsAddr, o.MetricsSecure = addr, true })
+	addr := e.startSecureMetrics()
 
 	reader := e.metricsToken("reader", true)
 	stranger := e.metricsToken("stranger", false)
@@ -196,4 +190,19 @@ flock_member_ready{flock="db",member="1",namespace="ns",node="n3"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
+}
+
+// startSecureMetrics starts the manager serving HTTPS /metrics on a free
+// loopback port (the binary's default, MetricsSecure) and returns the
+// address.
+func (e *env) startSecureMetrics() string {
+	e.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	e.startManagerWith(func(o *controller.ManagerOptions) { o.MetricsAddr, o.MetricsSecure = addr, true })
+	return addr
 }

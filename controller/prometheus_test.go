@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	flockv1 "github.com/flockd/flock/api/v1alpha1"
-	"github.com/flockd/flock/controller"
 	"github.com/flockd/flock/internal/testing/grafana"
 	"github.com/flockd/flock/localcluster"
 )
@@ -28,13 +26,7 @@ import (
 // scaled to one member, the alert resolves.
 func TestPrometheusControllerAlertAndDashboard(t *testing.T) {
 	e := newEnv(t, 1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	e.startManagerWith(func(o *controller.ManagerOptions) { o.MetricsAddr, o.MetricsSecure = addr, true })
+	addr := e.startSecureMetrics()
 
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")

@@ -32,14 +32,7 @@ func TestZookeeperProgress(t *testing.T) {
 		{leader2, follower},
 		{leader2, marked},
 	}
-	prev := -1
-	for i, views := range steps {
-		p := ZookeeperProgress(views)
-		if p <= prev {
-			t.Errorf("step %d: progress %d, not above the step before's %d", i, p, prev)
-		}
-		prev = p
-	}
+	rising(t, steps, ZookeeperProgress)
 }
 
 // TestZookeeperSplit: two members leading different configurations are two
@@ -80,14 +73,7 @@ func TestRedisProgress(t *testing.T) {
 		{primary0, linked},
 		{primary, linked},
 	}
-	prev := -1
-	for i, views := range steps {
-		p := RedisProgress(views)
-		if p <= prev {
-			t.Errorf("step %d: progress %d, not above the step before's %d", i, p, prev)
-		}
-		prev = p
-	}
+	rising(t, steps, RedisProgress)
 }
 
 // TestDrawNodeFault: the schedule is the seed's, in its ranges, drawn in
@@ -160,5 +146,18 @@ func TestAppsHaveExamples(t *testing.T) {
 		if sets != 1 {
 			t.Errorf("%s: %d StatefulSets, want 1", name, sets)
 		}
+	}
+}
+
+// rising fails t unless score rises from each step's views to the next.
+func rising[V any](t *testing.T, steps [][]V, score func([]V) int) {
+	t.Helper()
+	prev := -1
+	for i, views := range steps {
+		p := score(views)
+		if p <= prev {
+			t.Errorf("step %d: progress %d, not above the step before's %d", i, p, prev)
+		}
+		prev = p
 	}
 }
