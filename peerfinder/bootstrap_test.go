@@ -20,7 +20,8 @@ import (
 // engine gets a pending result (re-checked every sink.PendingInterval, no
 // backoff, no warning), not a failure.
 func TestRoleRankAwaitedIsPending(t *testing.T) {
-	members, err := json.Marshal([]bootstrap.Member{{Pod: "db-0", UID: "old-0", Claims: []bootstrap.Claim{{Name: "data-db-0", UID: "c0"}}}})
+	members, err := json.Marshal([]bootstrap.Member{{Pod: "db-0", UID: "old-0", Claims: []bootstrap.Claim{{Name: "data-db-0", UID: "c0"}}},
+		{Pod: "db-1", UID: "old-1", Claims: []bootstrap.Claim{{Name: "data-db-1", UID: "c1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,10 @@ type RankDecision struct {
 	// Awaited are the expected members without a usable rank; Failed those
 	// of them whose command failed.
 	Awaited, Failed []string
-	Detail          string
+	// Never are the expected members that never ran in this cluster (see
+	// RankInput.everRan): not awaited, they have no data to compare.
+	Never  []string
+	Detail string
 }
 
 // Running returns the expected members other than Self that run the
@@ -126,6 +129,25 @@ func (in RankInput) Running() []string {
 		}
 	}
 	return out
+}
+
+// everRan reports whether the expected member name may hold data of this
+// cluster: the record lists it as a member (a member is registered before
+// it is told its role, and dropped only when its data is gone), or it has a
+// running mark. A member that never ran has nothing newer to offer, so it
+// is not awaited (a rank it reports still competes): awaiting it can wait
+// forever, as under OrderedReady or after a scale-up during the first
+// bootstrap its pod is created only once this one is Ready. A record
+// without a member list (written before members were recorded) says
+// nothing: every expected member is awaited.
+func (in RankInput) everRan(name string) bool {
+	if in.Record == nil || in.Record.Members == nil || name == in.Record.Pod {
+		return true
+	}
+	if r, ok := in.Ranks[name]; ok && r.Role != "" {
+		return true
+	}
+	return slices.ContainsFunc(in.Record.Members, func(m Member) bool { return m.Pod == name })
 }
 
 // DecideRank applies the rank rule (see the package documentation above).
@@ -156,6 +178,8 @@ func DecideRank(in RankInput) RankDecision {
 		r, ok := in.Ranks[name]
 		p, exists := in.Pods[name]
 		switch {
+		case (!ok || !exists || r.UID != p.UID || r.Err != "") && !in.everRan(name):
+			d.Never = append(d.Never, name) // not awaited; a rank it reports still counts
 		case !ok || !exists || r.UID != p.UID:
 			d.Awaited = append(d.Awaited, name)
 		case r.Err != "":
@@ -177,13 +201,16 @@ func DecideRank(in RankInput) RankDecision {
 	}
 	enough := len(d.Awaited) == 0 || in.Quorum > 0 && have >= in.Quorum
 	if !enough || best == "" {
-		need := len(in.Expected)
+		need := len(in.Expected) - len(d.Never)
 		if in.Quorum > 0 {
 			need = in.Quorum
 		}
 		d.Detail = fmt.Sprintf("cold start of a formed cluster: %d of %d ranks needed, awaiting %s", have, need, strings.Join(d.Awaited, ", "))
 		if len(d.Failed) > 0 {
 			d.Detail += fmt.Sprintf(" (rank command failed in %s)", strings.Join(d.Failed, ", "))
+		}
+		if len(d.Never) > 0 {
+			d.Detail += fmt.Sprintf("; never ran in this cluster: %s", strings.Join(d.Never, ", "))
 		}
 		return d
 	}
@@ -197,6 +224,9 @@ func DecideRank(in RankInput) RankDecision {
 	}
 	if len(d.Awaited) > 0 {
 		d.Detail += fmt.Sprintf("; decided by a quorum of %d, without %s", in.Quorum, strings.Join(d.Awaited, ", "))
+	}
+	if len(d.Never) > 0 {
+		d.Detail += fmt.Sprintf("; never ran in this cluster: %s", strings.Join(d.Never, ", "))
 	}
 	return d
 }

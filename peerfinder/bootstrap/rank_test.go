@@ -63,6 +63,7 @@ func TestDecideRank(t *testing.T) {
 		selfRank   bool
 		awaited    []string
 		failed     []string
+		never      []string
 	}{
 		{name: "highest rank forms, not the first ordinal",
 			in:         withRanks(cold(), "db-1", all),
@@ -133,6 +134,40 @@ func TestDecideRank(t *testing.T) {
 				return in
 			}(),
 			wantReason: RankNotApplicable},
+		{name: "members that never ran are not awaited (a scale-up during the first bootstrap)",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}})
+				in.Expected = append(in.Expected, "db-3", "db-4")
+				in.Record.Members = []Member{{Pod: "db-0", UID: "old-0"}}
+				delete(in.Pods, "db-1")
+				delete(in.Pods, "db-2")
+				return in
+			}(),
+			wantReason: HighestRank, wantRole: Form, wantFormer: "db-0", never: []string{"db-1", "db-2", "db-3", "db-4"}},
+		{name: "a member that ran is awaited, one that never ran is not",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}})
+				in.Record.Members = []Member{{Pod: "db-0", UID: "old-0"}, {Pod: "db-1", UID: "old-1"}}
+				delete(in.Pods, "db-1")
+				delete(in.Pods, "db-2")
+				return in
+			}(),
+			wantReason: RankAwaited, awaited: []string{"db-1"}, never: []string{"db-2"}},
+		{name: "a running mark of an earlier pod counts as ran",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-2": {UID: "old-2", Value: 4, Role: Join}})
+				in.Record.Members = []Member{{Pod: "db-0", UID: "old-0"}}
+				return in
+			}(),
+			wantReason: RankAwaited, awaited: []string{"db-2"}, never: []string{"db-1"}},
+		{name: "a rank reported by a member that never ran still competes",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-1": {Value: 7}})
+				in.Record.Members = []Member{{Pod: "db-0", UID: "old-0"}}
+				delete(in.Pods, "db-2")
+				return in
+			}(),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1", never: []string{"db-2"}},
 		{name: "never formed: the ordinal rule decides",
 			in: func() RankInput {
 				in := withRanks(cold(), "db-1", all)
@@ -155,8 +190,8 @@ func TestDecideRank(t *testing.T) {
 				t.Errorf("DecideRank() = %s %q former %q selfRank %v (%s); want %s %q former %q selfRank %v",
 					d.Reason, d.Role, d.Former, d.SelfRank, d.Detail, tc.wantReason, tc.wantRole, tc.wantFormer, tc.selfRank)
 			}
-			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) {
-				t.Errorf("awaited %v, failed %v; want %v, %v", d.Awaited, d.Failed, tc.awaited, tc.failed)
+			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) || !slices.Equal(d.Never, tc.never) {
+				t.Errorf("awaited %v, failed %v, never %v; want %v, %v, %v", d.Awaited, d.Failed, d.Never, tc.awaited, tc.failed, tc.never)
 			}
 			if d.Former != "" && d.FormerUID != tc.in.Pods[d.Former].UID {
 				t.Errorf("FormerUID = %q; want %q", d.FormerUID, tc.in.Pods[d.Former].UID)

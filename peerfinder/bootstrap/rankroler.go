@@ -80,11 +80,26 @@ func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.
 	case rd.SelfRank:
 		return Decision{}, r.writeRank(ctx, in.Record, me)
 	case rd.Role == "":
+		r.logAwaited(rd)
 		return Decision{}, fmt.Errorf("%w: %s", ErrRankAwaited, rd.Detail)
 	case rd.Reason == MemberRunning:
+		// Registered like any member told its role: it will hold data a
+		// later cold start must await.
 		d := Decision{Role: Join, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
-		if mark := r.markOf(in.Record, me, d); mark != nil {
-			if err := r.Lease.update(ctx, in.Record, func(obj *coordinationv1.Lease) error { return setRank(obj, r.Pod, *mark) }); err != nil {
+		next, changed := register(in.Record, me, nil)
+		if mark := r.markOf(in.Record, me, d); mark != nil || changed {
+			err := r.Lease.update(ctx, in.Record, func(obj *coordinationv1.Lease) error {
+				if changed {
+					if err := setMembers(obj, next); err != nil {
+						return err
+					}
+				}
+				if mark == nil {
+					return nil
+				}
+				return setRank(obj, r.Pod, *mark)
+			})
+			if err != nil {
 				return Decision{}, err
 			}
 		}
@@ -98,6 +113,18 @@ func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.
 		return Decision{}, err
 	}
 	return Decision{}, ErrChanged // read it back: the record decides
+}
+
+// logAwaited logs what the rank rule awaits once per change: the engine
+// re-checks a pending role quietly.
+func (r *Roler) logAwaited(rd RankDecision) {
+	r.mu.Lock()
+	changed := rd.Detail != r.awaited
+	r.awaited = rd.Detail
+	r.mu.Unlock()
+	if changed && r.Logger != nil {
+		r.Logger.Info("awaiting ranks", "awaited", rd.Awaited, "failed", rd.Failed, "never_ran", rd.Never, "detail", rd.Detail)
+	}
 }
 
 // writeRank runs the rank command and writes this member's entry; a failed

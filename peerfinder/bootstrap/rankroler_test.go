@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +153,58 @@ func TestRolerWithoutRankUnchanged(t *testing.T) {
 		if strings.HasPrefix(k, AnnotationRankPrefix) {
 			t.Errorf("annotation %s written without -form-rank", k)
 		}
+	}
+}
+
+// TestRolerRankSkipsMembersThatNeverRan is the campaign's stuck round: the
+// first member formed alone (OrderedReady), the StatefulSet was scaled to 5
+// and the member was killed before it was Ready. Its new pod is the only
+// one there can be until it is Ready, and the only member that ever ran: it
+// forms again rather than await db-1..db-4 forever.
+func TestRolerRankSkipsMembersThatNeverRan(t *testing.T) {
+	c := shutDown(t, 1)
+	r := rankRoler(c, "db-0", "echo 1", 5, 0)
+	role, former, err := r.Bootstrap(t.Context(), peer.NewSet(member("db-0", 0)), fqdn("db-0"))
+	if err != nil || role != "form" || former != fqdn("db-0") {
+		t.Fatalf("db-0: %q former %q, %v; want form", role, former, err)
+	}
+}
+
+// TestRolerJoiningARunningMemberRegisters: a member told join because
+// another runs is recorded as a member, so a later cold start awaits its
+// rank (it holds data of the cluster).
+func TestRolerJoiningARunningMemberRegisters(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 3)
+	// db-2 is the only member left; the record lists db-0 and db-2.
+	lease, err := c.CoordinationV1().Leases("ns").Get(ctx, "db-formed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recordOf(lease)
+	if err := setMembers(lease, []Member{rec.Members[0], rec.Members[2]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := c.CoreV1().Pods("ns").Get(ctx, "db-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if _, err := c.CoreV1().Pods("ns").Update(ctx, db2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := rankRoler(c, "db-1", "echo 5", 3, 0)
+	if role, _, err := r.Bootstrap(ctx, threeMembers(), fqdn("db-1")); err != nil || role != "join" {
+		t.Fatalf("db-1: %q, %v; want join (db-2 runs)", role, err)
+	}
+	got, err := r.Lease.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(got.Members, func(m Member) bool { return m.Pod == "db-1" && m.UID == "u1" }) {
+		t.Errorf("members %+v; want db-1 (u1) registered", got.Members)
 	}
 }

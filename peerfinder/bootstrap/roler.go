@@ -44,9 +44,10 @@ type Roler struct {
 	// (spec.replicas or -expect); required with Rank.
 	Size func() int
 
-	mu   sync.Mutex
-	self *Member // read once from Data
-	last Decision
+	mu      sync.Mutex
+	self    *Member // read once from Data
+	last    Decision
+	awaited string // the last rank-awaited detail logged
 }
 
 // ErrNoRole is wrapped by Role when no role can be given yet (reason
