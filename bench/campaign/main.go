@@ -234,6 +234,7 @@ func run(ctx context.Context, cfg config) error {
 
 	start := time.Now()
 	busy0, total0 := machineCPU()
+	cpu0 := sampleCPU()
 	var mu sync.Mutex
 	results := map[string][]apps.Outcome{}
 	aborted := 0
@@ -305,6 +306,8 @@ feed:
 			CoreSecondsPerRound: round1(busy / float64(judged)), RoundsPerHour: round1(float64(judged) / elapsed.Hours())}
 		fmt.Printf("machine CPU: %.0f%% of %.0f cores busy, %.1f core-seconds per judged subject round (%d); %.0f subject rounds per hour\n",
 			100*busy/(total1-total0), cores, busy/float64(judged), judged, float64(judged)/elapsed.Hours())
+		sum.Machine.Split = cpuSplit(cpu0, sampleCPU(), busy, judged)
+		printCPUSplit(sum.Machine.Split, busy)
 	}
 	if psi1, err := readPressure(); err == nil && psiErr == nil {
 		if sum.Machine != nil {

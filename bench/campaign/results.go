@@ -56,6 +56,8 @@ type Machine struct {
 	CoreSecondsPerRound float64 `json:"coreSecondsPerRound"`
 	RoundsPerHour       float64 `json:"roundsPerHour"`
 	CPUWaitPercent      float64 `json:"cpuWaitPercent,omitempty"`
+	// Split is where the busy time went (cpuSplit), largest first.
+	Split []CPUShare `json:"split,omitempty"`
 }
 
 // summarize returns each subject's verdicts, in the order of subjects.
