@@ -122,7 +122,18 @@ func (ZookeeperApp) Observe(ctx context.Context, r Reader, ns string, pods []str
 	if confirm && mark != "" {
 		path = ZookeeperMarker
 	}
-	views := ReadZookeeperAll(ctx, r.Exec, ns, pods, ZookeeperContainer, path)
+	var views []ZookeeperView
+	if confirm {
+		views = ReadZookeeperAll(ctx, r.Exec, ns, pods, ZookeeperContainer, path)
+	} else {
+		views = eachPod(pods, func(pod string) ZookeeperView {
+			ip, ok := r.IPs[pod]
+			if !ok {
+				return ZookeeperView{Pod: pod, Err: errNoPodIP}
+			}
+			return ReadZookeeperTCP(ctx, pod, net.JoinHostPort(ip, "2181"))
+		})
+	}
 	v := JudgeZookeeper(views, pods, path != "")
 	o := Observation{Healthy: v.Healthy, Progress: ZookeeperProgress(views), Detail: v.Detail, Split: ZookeeperSplit(views)}
 	o.Identities = append(o.Identities, v.Markers...)
@@ -170,7 +181,18 @@ const RedisMarkKey = "flock-campaign"
 // Observe reads Redis's views (see App); with confirm and a mark, the key
 // on every member.
 func (RedisApp) Observe(ctx context.Context, r Reader, ns string, pods []string, confirm bool, mark string) Observation {
-	views := ReadRedisAll(ctx, r.Exec, ns, pods)
+	var views []RedisView
+	if confirm {
+		views = ReadRedisAll(ctx, r.Exec, ns, pods)
+	} else {
+		views = eachPod(pods, func(pod string) RedisView {
+			ip, ok := r.IPs[pod]
+			if !ok {
+				return RedisView{Pod: pod, Err: errNoPodIP}
+			}
+			return ReadRedisTCP(ctx, pod, net.JoinHostPort(ip, "6379"))
+		})
+	}
 	v := JudgeRedis(views, pods)
 	o := Observation{Healthy: v.Healthy, Progress: RedisProgress(views), Detail: v.Detail}
 	if v.Split() {
