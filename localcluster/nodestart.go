@@ -16,6 +16,10 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -175,11 +180,29 @@ func (n *RealNode) startContainerd(ctx context.Context, s *State, start startFun
 	return n.waitContainerd(ctx, s)
 }
 
-// waitContainerd waits until the node's containerd answers on its socket.
+// waitContainerd waits until the node's containerd serves the CRI, as the
+// kubelet requires at its start. containerd answers on its socket before
+// its CRI plugin is initialized ("server is not initialized yet"), which
+// after a kill takes as long as cleaning up the dead node's containers:
+// a kubelet started then exits.
 func (n *RealNode) waitContainerd(ctx context.Context, s *State) error {
-	return poll(ctx, s, n.Name+" containerd socket", func(ctx context.Context) error {
-		return run(ctx, "ctr", "--address="+n.Containerd, "version")
+	return poll(ctx, s, n.Name+" containerd CRI", func(ctx context.Context) error {
+		return criReady(ctx, n.Containerd)
 	})
+}
+
+// criReady asks the CRI runtime service at socket for its version, the
+// kubelet's own first call.
+func criReady(ctx context.Context, socket string) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
+	return err
 }
 
 func (n *RealNode) startKubelet(s *State, kubelet string, start startFunc) error {
