@@ -3,7 +3,6 @@ package apps
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -90,12 +89,8 @@ func (EtcdApp) Observe(ctx context.Context, r Reader, ns string, pods []string, 
 	if confirm {
 		views = ReadEtcdAll(ctx, r.Exec, ns, pods)
 	} else {
-		views = eachPod(pods, func(pod string) EtcdView {
-			ip, ok := r.IPs[pod]
-			if !ok {
-				return EtcdView{Pod: pod, Err: errNoPodIP}
-			}
-			return ReadEtcdHTTP(ctx, r.HTTP, pod, net.JoinHostPort(ip, "2379"))
+		views = eachAddr(r, pods, "2379", func(pod string) EtcdView { return EtcdView{Pod: pod, Err: errNoPodIP} }, func(pod, addr string) EtcdView {
+			return ReadEtcdHTTP(ctx, r.HTTP, pod, addr)
 		})
 	}
 	v := JudgeEtcd(views, pods)
@@ -126,12 +121,8 @@ func (ZookeeperApp) Observe(ctx context.Context, r Reader, ns string, pods []str
 	if confirm {
 		views = ReadZookeeperAll(ctx, r.Exec, ns, pods, ZookeeperContainer, path)
 	} else {
-		views = eachPod(pods, func(pod string) ZookeeperView {
-			ip, ok := r.IPs[pod]
-			if !ok {
-				return ZookeeperView{Pod: pod, Err: errNoPodIP}
-			}
-			return ReadZookeeperTCP(ctx, pod, net.JoinHostPort(ip, "2181"))
+		views = eachAddr(r, pods, "2181", func(pod string) ZookeeperView { return ZookeeperView{Pod: pod, Err: errNoPodIP} }, func(pod, addr string) ZookeeperView {
+			return ReadZookeeperTCP(ctx, pod, addr)
 		})
 	}
 	v := JudgeZookeeper(views, pods, path != "")
@@ -185,12 +176,8 @@ func (RedisApp) Observe(ctx context.Context, r Reader, ns string, pods []string,
 	if confirm {
 		views = ReadRedisAll(ctx, r.Exec, ns, pods)
 	} else {
-		views = eachPod(pods, func(pod string) RedisView {
-			ip, ok := r.IPs[pod]
-			if !ok {
-				return RedisView{Pod: pod, Err: errNoPodIP}
-			}
-			return ReadRedisTCP(ctx, pod, net.JoinHostPort(ip, "6379"))
+		views = eachAddr(r, pods, "6379", func(pod string) RedisView { return RedisView{Pod: pod, Err: errNoPodIP} }, func(pod, addr string) RedisView {
+			return ReadRedisTCP(ctx, pod, addr)
 		})
 	}
 	v := JudgeRedis(views, pods)

@@ -18,6 +18,18 @@ import (
 // words, parsed by the same functions) at the pod's address; the campaign
 // polls with them and confirms a healthy poll with the exec readers.
 
+// eachAddr calls read for every pod at once with its address (its IP in
+// r.IPs and port); a pod without an IP gets missing(pod).
+func eachAddr[V any](r Reader, pods []string, port string, missing func(pod string) V, read func(pod, addr string) V) []V {
+	return eachPod(pods, func(pod string) V {
+		ip, ok := r.IPs[pod]
+		if !ok {
+			return missing(pod)
+		}
+		return read(pod, net.JoinHostPort(ip, port))
+	})
+}
+
 // tcpTimeout bounds one question over TCP.
 const tcpTimeout = 5 * time.Second
 
