@@ -14,9 +14,12 @@ import (
 // Where a round's core-seconds go (issue 33 #6): the machine's busy time
 // split into the containers (one cgroup holds every container of the real
 // nodes: the applications, their probes and the processes execs start)
-// and the processes outside them, by what they are. A process that exited
-// during the run counts where its parent reaped it (a shim's runc runs in
-// the shim's, an exited shim's in pid 1's).
+// and the processes outside them that run at both ends of the run, by what
+// they are. What processes that ended during the run spent (each runc a
+// shim starts, the shims of removed containers, components restarted by
+// faults) and interrupts are the rest: a parent's reaped-children time
+// cannot tell them apart (a shim reaps its containers' processes too,
+// which the containers' cgroup already counts).
 
 // containersCgroup is containerd's cgroup parent on the real nodes.
 var containersCgroup = []string{
@@ -30,8 +33,6 @@ func cpuCategory(comm string, pid, self int) string {
 	switch {
 	case pid == self:
 		return "harness (this campaign)"
-	case pid == 1:
-		return "exited shims and their runc (reaped by pid 1)"
 	case comm == "kube-apiserver":
 		return "API server"
 	case comm == "etcd":
@@ -62,7 +63,6 @@ type procCPU struct {
 	start    uint64 // start time, so a reused pid is a new process
 	category string
 	own      float64 // utime + stime
-	reaped   float64 // cutime + cstime
 }
 
 // sampleCPU reads the containers' cgroup and every process outside it;
@@ -89,8 +89,7 @@ func sampleCPU() cpuSample {
 		}
 		const userHZ = 100
 		s.procs[p.PID] = procCPU{start: st.Starttime, category: cpuCategory(st.Comm, p.PID, self),
-			own:    float64(st.UTime+st.STime) / userHZ,
-			reaped: float64(st.CUTime+st.CSTime) / userHZ}
+			own: float64(st.UTime+st.STime) / userHZ}
 	}
 	return s
 }
@@ -133,9 +132,12 @@ type CPUShare struct {
 	CoreSecondsPerRound float64 `json:"coreSecondsPerRound"`
 }
 
-// cpuSplit returns the busy time between a and b by part, largest first,
-// with what no part explains (processes that exited under a parent not
-// sampled, interrupts) as "unattributed".
+// exited names the busy time no sampled process explains.
+const exited = "ended during the run (runc, removed containers' shims, restarted components), interrupts"
+
+// cpuSplit returns the busy time between a and b by part, largest first.
+// A process only in b (or whose pid was reused) counts from its start; one
+// only in a is among the exited.
 func cpuSplit(a, b cpuSample, busy float64, rounds int) []CPUShare {
 	by := map[string]float64{"containers (applications, probes, exec'd commands)": b.containers - a.containers}
 	for pid, q := range b.procs {
@@ -144,15 +146,12 @@ func cpuSplit(a, b cpuSample, busy float64, rounds int) []CPUShare {
 			p = procCPU{}
 		}
 		by[q.category] += q.own - p.own
-		// Children reaped during the run: runc under a shim, commands the
-		// harness ran, orphans under pid 1.
-		by[q.category] += q.reaped - p.reaped
 	}
 	sum := 0.0
 	for _, v := range by {
 		sum += v
 	}
-	by["unattributed"] = busy - sum
+	by[exited] = busy - sum
 	var out []CPUShare
 	for part, v := range by {
 		out = append(out, CPUShare{Part: part, CoreSeconds: round1(v), CoreSecondsPerRound: round1(v / float64(max(rounds, 1)))})
@@ -163,8 +162,8 @@ func cpuSplit(a, b cpuSample, busy float64, rounds int) []CPUShare {
 
 // printCPUSplit prints the split as a table.
 func printCPUSplit(shares []CPUShare, busy float64) {
-	fmt.Printf("%-52s %12s %10s %6s\n", "where the machine's CPU went", "core-s", "per round", "share")
+	fmt.Printf("%-88s %8s %10s %6s\n", "where the machine's CPU went", "core-s", "per round", "share")
 	for _, s := range shares {
-		fmt.Printf("%-52s %12.1f %10.1f %5.0f%%\n", s.Part, s.CoreSeconds, s.CoreSecondsPerRound, 100*s.CoreSeconds/max(busy, 1e-9))
+		fmt.Printf("%-88s %8.1f %10.1f %5.0f%%\n", s.Part, s.CoreSeconds, s.CoreSecondsPerRound, 100*s.CoreSeconds/max(busy, 1e-9))
 	}
 }

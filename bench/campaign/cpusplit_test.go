@@ -7,14 +7,14 @@ import (
 
 func TestCPUSplit(t *testing.T) {
 	a := cpuSample{containers: 100, procs: map[int]procCPU{
-		1:  {start: 1, category: "exited shims and their runc (reaped by pid 1)", own: 5, reaped: 50},
 		10: {start: 7, category: "API server", own: 20},
-		11: {start: 8, category: "shims and runc", own: 1, reaped: 2},
+		11: {start: 8, category: "shims and runc", own: 1},
+		12: {start: 9, category: "kubelets", own: 4}, // ends during the run
 	}}
 	b := cpuSample{containers: 130, procs: map[int]procCPU{
-		1:  {start: 1, category: "exited shims and their runc (reaped by pid 1)", own: 5, reaped: 62},
 		10: {start: 7, category: "API server", own: 26},
-		11: {start: 9, category: "kubelets", own: 3, reaped: 1}, // pid reused: all of it counts
+		11: {start: 9, category: "kubelets", own: 3}, // pid reused: all of it counts
+		13: {start: 10, category: "harness (this campaign)", own: 2},
 	}}
 	got := map[string]CPUShare{}
 	for _, s := range cpuSplit(a, b, 60, 4) {
@@ -22,15 +22,17 @@ func TestCPUSplit(t *testing.T) {
 	}
 	for part, want := range map[string]float64{
 		"containers (applications, probes, exec'd commands)": 30,
-		"exited shims and their runc (reaped by pid 1)":      12,
-		"API server":     6,
-		"kubelets":       4,
-		"shims and runc": 0,
-		"unattributed":   8,
+		"API server":              6,
+		"kubelets":                3,
+		"harness (this campaign)": 2,
+		exited:                    19,
 	} {
 		if got[part].CoreSeconds != want {
 			t.Errorf("%s: %v core-s; want %v", part, got[part].CoreSeconds, want)
 		}
+	}
+	if _, ok := got["shims and runc"]; ok {
+		t.Errorf("a part with no process at the end: %+v", got["shims and runc"])
 	}
 	if got["containers (applications, probes, exec'd commands)"].CoreSecondsPerRound != 7.5 {
 		t.Errorf("per round %+v; want 7.5", got["containers (applications, probes, exec'd commands)"])
@@ -52,7 +54,6 @@ func TestCPUCategory(t *testing.T) {
 		{"containerd-shim", 102, "shims and runc"},
 		{"containerd", 103, "containerd"},
 		{"bash", self, "harness (this campaign)"},
-		{"anything", 1, "exited shims and their runc (reaped by pid 1)"},
 		{"sshd", 104, "other"},
 	} {
 		if got := cpuCategory(tc.comm, tc.pid, self); got != tc.want {
