@@ -78,6 +78,9 @@ type RankInput struct {
 	Quorum int
 	// Record is the cluster record (nil: none).
 	Record *Record
+	// FormerData is set when this pod holds the recorded former's data (a
+	// claim of the pod that formed): see Running.
+	FormerData bool
 }
 
 // RankReason names the rank rule that decided.
@@ -110,13 +113,17 @@ type RankDecision struct {
 	Awaited, Failed []string
 	// Never are the expected members that never ran in this cluster (see
 	// RankInput.everRan): not awaited, they have no data to compare.
-	Never  []string
+	Never []string
+	// Joined are the members told to join the former whose data this
+	// member holds, not Ready (see RankInput.joinedFormer): not awaited.
+	Joined []string
 	Detail string
 }
 
 // Running returns the expected members other than Self that run the
 // application: their pod is Ready, or it holds a running mark (an entry of
-// this very pod with a role).
+// this very pod with a role). When Self holds the former's data, a member
+// marked join that is not Ready does not count (see joinedFormer).
 func (in RankInput) Running() []string {
 	var out []string
 	for _, name := range in.Expected {
@@ -124,11 +131,31 @@ func (in RankInput) Running() []string {
 		if name == in.Self || !ok {
 			continue
 		}
-		if r, marked := in.Ranks[name]; p.Ready || marked && r.Role != "" && r.UID == p.UID {
+		if p.Ready || in.marked(name) && !in.joinedFormer(name) {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// marked reports a running mark written by name's current pod.
+func (in RankInput) marked(name string) bool {
+	r, ok := in.Ranks[name]
+	return ok && r.Role != "" && r.UID == in.Pods[name].UID
+}
+
+// joinedFormer reports a member told join (by its current pod) that is not
+// Ready, while Self holds the data of the former it was told to join. Its
+// data is at most the former's: with synchronous replication a member
+// that synced has what the former committed while both were in the
+// primary component, and one still in a primary component without the
+// former would be Ready. It is neither running (a pod that rejoins it
+// joins a member that waits for the dead former: no one forms, seen when
+// the former was killed while the others were still joining) nor awaited
+// (it runs its application, not peer-finder's bootstrap: it never writes
+// a rank).
+func (in RankInput) joinedFormer(name string) bool {
+	return in.FormerData && in.marked(name) && in.Ranks[name].Role == Join && !in.Pods[name].Ready
 }
 
 // everRan reports whether the expected member name may hold data of this
@@ -178,6 +205,8 @@ func DecideRank(in RankInput) RankDecision {
 		r, ok := in.Ranks[name]
 		p, exists := in.Pods[name]
 		switch {
+		case in.joinedFormer(name):
+			d.Joined = append(d.Joined, name)
 		case (!ok || !exists || r.UID != p.UID || r.Err != "") && !in.everRan(name):
 			d.Never = append(d.Never, name) // not awaited; a rank it reports still counts
 		case !ok || !exists || r.UID != p.UID:
@@ -201,7 +230,7 @@ func DecideRank(in RankInput) RankDecision {
 	}
 	enough := len(d.Awaited) == 0 || in.Quorum > 0 && have >= in.Quorum
 	if !enough || best == "" {
-		need := len(in.Expected) - len(d.Never)
+		need := len(in.Expected) - len(d.Never) - len(d.Joined)
 		if in.Quorum > 0 {
 			need = in.Quorum
 		}
@@ -227,6 +256,9 @@ func DecideRank(in RankInput) RankDecision {
 	}
 	if len(d.Never) > 0 {
 		d.Detail += fmt.Sprintf("; never ran in this cluster: %s", strings.Join(d.Never, ", "))
+	}
+	if len(d.Joined) > 0 {
+		d.Detail += fmt.Sprintf("; told to join the former whose data this member holds, not Ready: %s", strings.Join(d.Joined, ", "))
 	}
 	return d
 }

@@ -64,6 +64,7 @@ func TestDecideRank(t *testing.T) {
 		awaited    []string
 		failed     []string
 		never      []string
+		joined     []string
 	}{
 		{name: "highest rank forms, not the first ordinal",
 			in:         withRanks(cold(), "db-1", all),
@@ -168,6 +169,24 @@ func TestDecideRank(t *testing.T) {
 				return in
 			}(),
 			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1", never: []string{"db-2"}},
+		{name: "the former killed while the others joined it: the pod with its data forms again",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: NoData, Role: Join}, "db-2": {Value: NoData, Role: Join}})
+				in.FormerData = true
+				return in
+			}(),
+			wantReason: HighestRank, wantRole: Form, wantFormer: "db-0", joined: []string{"db-1", "db-2"}},
+		{name: "a member told join that is Ready runs, even beside the former's data",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: NoData, Role: Join}, "db-2": {Value: NoData, Role: Join}})
+				in.FormerData = true
+				in.Pods["db-2"] = PodState{UID: "u2", Ready: true}
+				return in
+			}(),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-2"},
+		{name: "without the former's data a member told join runs",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: NoData, Role: Join}}),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
 		{name: "never formed: the ordinal rule decides",
 			in: func() RankInput {
 				in := withRanks(cold(), "db-1", all)
@@ -190,8 +209,8 @@ func TestDecideRank(t *testing.T) {
 				t.Errorf("DecideRank() = %s %q former %q selfRank %v (%s); want %s %q former %q selfRank %v",
 					d.Reason, d.Role, d.Former, d.SelfRank, d.Detail, tc.wantReason, tc.wantRole, tc.wantFormer, tc.selfRank)
 			}
-			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) || !slices.Equal(d.Never, tc.never) {
-				t.Errorf("awaited %v, failed %v, never %v; want %v, %v, %v", d.Awaited, d.Failed, d.Never, tc.awaited, tc.failed, tc.never)
+			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) || !slices.Equal(d.Never, tc.never) || !slices.Equal(d.Joined, tc.joined) {
+				t.Errorf("awaited %v, failed %v, never %v, joined %v; want %v, %v, %v, %v", d.Awaited, d.Failed, d.Never, d.Joined, tc.awaited, tc.failed, tc.never, tc.joined)
 			}
 			if d.Former != "" && d.FormerUID != tc.in.Pods[d.Former].UID {
 				t.Errorf("FormerUID = %q; want %q", d.FormerUID, tc.in.Pods[d.Former].UID)

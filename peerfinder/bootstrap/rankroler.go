@@ -31,7 +31,7 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 	if r.Rank == nil || r.Lease == nil || r.Data == nil || rec == nil || rec.Pod == "" || in.Stale || rec.UID == in.SelfUID {
 		return RankDecision{}, false, nil
 	}
-	rin := RankInput{Self: r.Pod, Quorum: r.RankQuorum, Record: rec, Ranks: rec.Ranks, Pods: map[string]PodState{}}
+	rin := RankInput{Self: r.Pod, Quorum: r.RankQuorum, Record: rec, Ranks: rec.Ranks, Pods: map[string]PodState{}, FormerData: in.FormerData}
 	n := 0
 	if r.Size != nil {
 		n = r.Size()
