@@ -170,7 +170,16 @@ func TestGaleraAppMark(t *testing.T) {
 // peers (its FQDNs, sorted) on stdin, so the lowest name visible forms and
 // the others join. Paths are moved into a temporary directory, and the
 // host name is a stub's.
-func TestGaleraOnStartWithoutRole(t *testing.T) {
+// galeraScripts is examples/apps/galera's scripts in a temporary
+// directory, their run directory moved into it, with a directory of stubs
+// first in PATH.
+type galeraScripts struct {
+	t             *testing.T
+	dir, run, bin string
+}
+
+func newGaleraScripts(t *testing.T) galeraScripts {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "apps", "galera", "scripts.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +188,40 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 	if err := yaml.Unmarshal(b, &cm); err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
+	g := galeraScripts{t: t, dir: dir, run: filepath.Join(dir, "run"), bin: filepath.Join(dir, "bin")}
+	for _, d := range []string{g.run, g.bin} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, text := range cm.Data {
+		text = strings.Replace(text, "RUN=/run/mysqld", "RUN="+g.run, 1)
+		g.write(filepath.Join(dir, name), strings.ReplaceAll(text, "/scripts/lib.sh", filepath.Join(dir, "lib.sh")))
+	}
+	return g
+}
+
+func (g galeraScripts) write(path, text string) {
+	g.t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// stub puts a command name running the shell script body first in PATH.
+func (g galeraScripts) stub(name, body string) {
+	g.write(filepath.Join(g.bin, name), "#!/bin/sh\n"+body+"\n")
+}
+
+// command runs script with sh, the stubs first in PATH, and env.
+func (g galeraScripts) command(script string, env ...string) *exec.Cmd {
+	cmd := exec.Command("sh", filepath.Join(g.dir, script))
+	cmd.Env = append([]string{"PATH=" + g.bin + ":" + os.Getenv("PATH")}, env...)
+	return cmd
+}
+
+func TestGaleraOnStartWithoutRole(t *testing.T) {
 	peers := "galera-0.galera.ns.svc.cluster.local\ngalera-1.galera.ns.svc.cluster.local\n"
 	for _, c := range []struct {
 		name, host, peers string
@@ -192,33 +235,52 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 		{name: "flock", host: "galera-0", peers: peers, env: []string{"PEER_FINDER_SELF=galera-0.galera.ns.svc.cluster.local", "PEER_FINDER_BOOTSTRAP=join", "PEER_FINDER_FORMER=galera-1.galera.ns.svc.cluster.local"},
 			self: "galera-0.galera.ns.svc.cluster.local", role: "join", former: "galera-1.galera.ns.svc.cluster.local"},
 	} {
-		dir := t.TempDir()
-		run, bin := filepath.Join(dir, "run"), filepath.Join(dir, "bin")
-		for _, d := range []string{run, bin} {
-			if err := os.Mkdir(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write := func(path, text string) {
-			if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write(filepath.Join(dir, "lib.sh"), strings.Replace(cm.Data["lib.sh"], "RUN=/run/mysqld", "RUN="+run, 1))
-		write(filepath.Join(dir, "on-start.sh"), strings.Replace(cm.Data["on-start.sh"], "/scripts/lib.sh", filepath.Join(dir, "lib.sh"), 1))
-		write(filepath.Join(bin, "hostname"), "#!/bin/sh\necho "+c.host+"\n")
-		cmd := exec.Command("sh", filepath.Join(dir, "on-start.sh"))
-		cmd.Env = append([]string{"PATH=" + bin + ":" + os.Getenv("PATH")}, c.env...)
+		g := newGaleraScripts(t)
+		g.stub("hostname", "echo "+c.host)
+		cmd := g.command("on-start.sh", c.env...)
 		cmd.Stdin = strings.NewReader(c.peers)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s: on-start.sh: %v: %s", c.name, err, out)
 			continue
 		}
 		for file, want := range map[string]string{"self": c.self, "role": c.role, "former": c.former, "peers": strings.TrimSpace(c.peers)} {
-			got, err := os.ReadFile(filepath.Join(run, file))
+			got, err := os.ReadFile(filepath.Join(g.run, file))
 			if err != nil || strings.TrimSpace(string(got)) != want {
 				t.Errorf("%s: %s %q (%v), want %q", c.name, file, got, err, want)
 			}
+		}
+	}
+}
+
+// TestGaleraAliveProbe runs examples/apps/galera's alive.sh (the mariadb
+// container's liveness probe) against a stub mariadb and clock: it passes
+// while mariadbd is in the primary component or does not answer, and fails
+// once it has been outside it for 60 s; back in the primary component, the
+// count starts again.
+func TestGaleraAliveProbe(t *testing.T) {
+	g := newGaleraScripts(t)
+	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
+	g.stub("date", `echo "$NOW"`)
+	for i, step := range []struct {
+		status string
+		now    int
+		fail   bool
+	}{
+		{status: "Primary", now: 100},
+		{status: "non-Primary", now: 110},
+		{status: "non-Primary", now: 169},
+		{status: "", now: 175}, // not answering: passes, and forgets
+		{status: "Disconnected", now: 180},
+		{status: "Disconnected", now: 239},
+		{status: "Disconnected", now: 240, fail: true},
+		{status: "Primary", now: 250},
+		{status: "non-Primary", now: 300},
+		{status: "non-Primary", now: 350},
+	} {
+		cmd := g.command("alive.sh", "STATUS="+step.status, fmt.Sprintf("NOW=%d", step.now))
+		out, err := cmd.CombinedOutput()
+		if failed := err != nil; failed != step.fail {
+			t.Errorf("step %d (%q at %d): failed %v (%v: %s), want %v", i, step.status, step.now, failed, err, out, step.fail)
 		}
 	}
 }

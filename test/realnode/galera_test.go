@@ -117,8 +117,9 @@ func (b *bed) stopPod(name string) {
 // TestAppGalera applies examples/apps/galera as written and checks, with
 // mariadb in each pod (as the container's user, no password): three
 // members form one cluster; scaled to 5 and back to 3 it stays that
-// cluster; a member's pod and claim deleted, it rejoins by a state
-// snapshot transfer with every row. Then the full restart after writes
+// cluster; a member cut off from its peers' addresses is restarted by
+// its liveness probe and joins again; a member's pod and claim deleted, it
+// rejoins by a state snapshot transfer with every row. Then the full restart after writes
 // that reached only some members: the StatefulSet deleted (its pods kept),
 // the pods stopped one by one with acknowledged writes between (galera-0,
 // then galera-2, galera-1 last, so galera-1 alone has the newest data,
@@ -155,6 +156,9 @@ func TestAppGalera(t *testing.T) {
 	}
 	b.checkRows(b.podNames("galera", 3), rows)
 
+	b.cutOffRejoins("galera-1", uuid)
+	b.checkRows(b.podNames("galera", 3), rows)
+
 	b.deletePod("galera-2", "data-galera-2")
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
 		t.Fatalf("galera-2 re-created without its data: cluster %s, want %s", got, uuid)
@@ -179,6 +183,37 @@ func TestAppGalera(t *testing.T) {
 	if got := b.sql(galeraExample, "galera-2", `SELECT COUNT(*) FROM flock.acked WHERE tag = "foo"`); got != "1" {
 		t.Errorf("galera-2 has %s rows foo, want 1 (written through galera-0 before the restart)", got)
 	}
+}
+
+// cutOffRejoins points pod's mariadbd at an address no member has
+// (wsrep_cluster_address set to TEST-NET-1), as when every peer it knew
+// came back with a new address (Galera resolves the gcomm:// names once):
+// it leaves the primary component and retries that address. The liveness
+// probe (alive.sh) must restart its container after 60 s outside the
+// primary component, and run.sh join the members there are now.
+func (b *bed) cutOffRejoins(pod, uuid string) {
+	b.t.Helper()
+	ex := apps.NewExec(b.Config, b.Client)
+	go func() { // blocks while gcomm tries the address; its error is expected
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, _ = ex(ctx, b.ns, pod, apps.GaleraContainer, galeraExample.client.Command("SET GLOBAL wsrep_cluster_address='gcomm://192.0.2.1'")...)
+	}()
+	start := time.Now()
+	b.WaitFor(b.t, pod+" outside the primary component", time.Minute, func(ctx context.Context) (bool, error) {
+		v := apps.ReadGalera(ctx, ex, b.ns, pod, galeraExample.client)
+		return v.Err == "" && v.Status != "Primary", nil
+	})
+	b.waitPod(pod, "its mariadb container restarted by the liveness probe", 4*time.Minute, func(p *corev1.Pod) bool {
+		s := status(p, apps.GaleraContainer)
+		return s != nil && s.RestartCount >= 1
+	})
+	restarted := time.Since(start)
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
+		b.t.Fatalf("%s cut off and restarted: cluster %s, want %s", pod, got, uuid)
+	}
+	b.t.Logf("%s cut off: restarted by its liveness probe after %s, one cluster of 3 again after %s", pod,
+		restarted.Round(time.Second), time.Since(start).Round(time.Second))
 }
 
 // fullRestartNewestForms stops the members of the formed galera cluster of
