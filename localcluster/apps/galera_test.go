@@ -171,11 +171,11 @@ func TestGaleraAppMark(t *testing.T) {
 // the others join. Paths are moved into a temporary directory, and the
 // host name is a stub's.
 // galeraScripts is examples/apps/galera's scripts in a temporary
-// directory, their run directory moved into it, with a directory of stubs
+// directory, their run and data directories moved into it, with a directory of stubs
 // first in PATH.
 type galeraScripts struct {
-	t             *testing.T
-	dir, run, bin string
+	t                   *testing.T
+	dir, run, bin, data string
 }
 
 func newGaleraScripts(t *testing.T) galeraScripts {
@@ -189,14 +189,15 @@ func newGaleraScripts(t *testing.T) galeraScripts {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	g := galeraScripts{t: t, dir: dir, run: filepath.Join(dir, "run"), bin: filepath.Join(dir, "bin")}
-	for _, d := range []string{g.run, g.bin} {
+	g := galeraScripts{t: t, dir: dir, run: filepath.Join(dir, "run"), bin: filepath.Join(dir, "bin"), data: filepath.Join(dir, "data")}
+	for _, d := range []string{g.run, g.bin, g.data} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for name, text := range cm.Data {
 		text = strings.Replace(text, "RUN=/run/mysqld", "RUN="+g.run, 1)
+		text = strings.Replace(text, "DATA=/var/lib/mysql", "DATA="+g.data, 1)
 		g.write(filepath.Join(dir, name), strings.ReplaceAll(text, "/scripts/lib.sh", filepath.Join(dir, "lib.sh")))
 	}
 	return g
@@ -281,6 +282,53 @@ func TestGaleraAliveProbe(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if failed := err != nil; failed != step.fail {
 			t.Errorf("step %d (%q at %d): failed %v (%v: %s), want %v", i, step.status, step.now, failed, err, out, step.fail)
+		}
+	}
+}
+
+// TestGaleraRecoveredPosition runs examples/apps/galera's rank.sh and
+// run.sh against a stub mariadbd on data that did not stop cleanly
+// (grastate.dat's seqno -1): rank.sh prints the seqno InnoDB recovers, and
+// run.sh, told form or join, starts mariadbd at the recovered position
+// (--wsrep-start-position), so a member forming from that data keeps the
+// cluster state uuid. After a clean stop (a seqno recorded) neither
+// recovers.
+func TestGaleraRecoveredPosition(t *testing.T) {
+	const uuid = "74b3c9f4-f067-11f1-b39b-1a5c8a01c28e"
+	for _, c := range []struct {
+		name, seqno, role string
+		rank, start       string
+	}{
+		{name: "crashed, form", seqno: "-1", role: "form", rank: "7", start: "--wsrep-new-cluster --wsrep-start-position=" + uuid + ":7"},
+		{name: "crashed, join", seqno: "-1", role: "join", rank: "7", start: "--wsrep-start-position=" + uuid + ":7"},
+		{name: "clean, form", seqno: "5", role: "form", rank: "5", start: "--wsrep-new-cluster"},
+	} {
+		g := newGaleraScripts(t)
+		// --wsrep-recover logs the position, as mariadbd does; a start
+		// prints its arguments after the config file.
+		g.stub("mariadbd", `for a; do case $a in --log-error=*) log=${a#--log-error=};; esac; done
+case " $* " in
+*" --wsrep-recover "*) echo "2026-12-05  4:52:01 0 [Note] WSREP: Recovered position: `+uuid+`:7" > "$log";;
+*) shift; echo "mariadbd $*";;
+esac`)
+		g.stub("hostname", "echo galera-0")
+		if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.write(filepath.Join(g.data, "grastate.dat"), "# GALERA saved state\nversion: 2.1\nuuid:    "+uuid+"\nseqno:   "+c.seqno+"\nsafe_to_bootstrap: 0\n")
+		for file, text := range map[string]string{"self": "galera-0.galera", "role": c.role, "former": "galera-1.galera", "peers": "galera-0.galera\ngalera-1.galera"} {
+			g.write(filepath.Join(g.run, file), text+"\n")
+		}
+		out, err := g.command("rank.sh").Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != c.rank {
+			t.Errorf("%s: rank.sh printed %q (%v), want %q", c.name, got, err, c.rank)
+		}
+		// A joiner waits for a member's Galera port: bash's /dev/tcp
+		// stands in, answering at once.
+		g.stub("timeout", "exit 0")
+		out, err = g.command("run.sh").Output()
+		if got, want := strings.TrimSpace(string(out)), "mariadbd "+c.start; err != nil || got != want {
+			t.Errorf("%s: run.sh started %q (%v), want %q", c.name, got, err, want)
 		}
 	}
 }

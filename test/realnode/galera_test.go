@@ -168,7 +168,7 @@ func TestAppGalera(t *testing.T) {
 	}
 	b.checkRows(b.podNames("galera", 3), rows)
 
-	b.fullRestartNewestForms(uuid, rows)
+	rows = b.fullRestartNewestForms(uuid, rows)
 
 	// Kubernetes' e2e sequence: a row through member 0, the StatefulSet
 	// scaled to 0 (Parallel: every member stops at once) and back to 3,
@@ -183,6 +183,9 @@ func TestAppGalera(t *testing.T) {
 	if got := b.sql(galeraExample, "galera-2", `SELECT COUNT(*) FROM flock.acked WHERE tag = "foo"`); got != "1" {
 		t.Errorf("galera-2 has %s rows foo, want 1 (written through galera-0 before the restart)", got)
 	}
+	rows += 1 + b.acked("galera-2", "before-crash", 3)
+
+	b.crashRestartKeepsCluster(uuid, rows)
 }
 
 // cutOffRejoins points pod's mariadbd at an address no member has
@@ -216,20 +219,65 @@ func (b *bed) cutOffRejoins(pod, uuid string) {
 		restarted.Round(time.Second), time.Since(start).Round(time.Second))
 }
 
-// fullRestartNewestForms stops the members of the formed galera cluster of
-// 3 one by one with acknowledged writes between, galera-1 last, and starts
-// them all again: galera-1, with the highest seqno, must form.
-func (b *bed) fullRestartNewestForms(uuid string, rows int) {
+// orphanSet deletes the StatefulSet name, its pods kept, so that nothing
+// re-creates the pods a test stops.
+func (b *bed) orphanSet(name string) {
 	b.t.Helper()
-	ctx := context.Background()
 	orphan := metav1.DeletePropagationOrphan
-	if err := b.Client.AppsV1().StatefulSets(b.ns).Delete(ctx, "galera", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+	if err := b.Client.AppsV1().StatefulSets(b.ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
 		b.t.Fatal(err)
 	}
-	b.WaitFor(b.t, "the StatefulSet galera gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := b.Client.AppsV1().StatefulSets(b.ns).Get(ctx, "galera", metav1.GetOptions{})
+	b.WaitFor(b.t, "the StatefulSet "+name+" gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := b.Client.AppsV1().StatefulSets(b.ns).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+}
+
+// crashRestartKeepsCluster crashes every member of the formed galera
+// cluster of 3 (mariadbd killed with SIGKILL from the host: grastate.dat
+// keeps seqno -1), deletes their pods and creates the StatefulSet again:
+// the ranks are the positions InnoDB recovers, and the member that forms
+// starts from its recovered position, so the cluster keeps its state uuid
+// (without it, Galera starts a new history) and every row.
+func (b *bed) crashRestartKeepsCluster(uuid string, rows int) {
+	b.t.Helper()
+	pods := b.podNames("galera", 3)
+	b.orphanSet("galera")
+	for _, p := range pods {
+		b.killInPod(p, "mariadbd")
+	}
+	for _, p := range pods {
+		b.forceDelete(p)
+	}
+	b.apply(repoFile(b.t, "examples/apps/galera/statefulset.yaml"), b.forRealNode)
+	start := time.Now()
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
+		b.t.Fatalf("after every member crashed: cluster %s, want %s (the same history)", got, uuid)
+	}
+	b.t.Logf("every member crashed: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	formed := false
+	for _, p := range pods {
+		if log := b.logs(p, "mariadb", false); strings.Contains(log, "forming a new cluster from this member's data") {
+			formed = true
+			if !strings.Contains(log, "recovered position "+uuid+":") {
+				b.t.Errorf("%s formed without its recovered position:\n%s", p, log)
+			}
+		}
+	}
+	if !formed {
+		b.t.Errorf("no member formed from its data")
+	}
+	b.checkRows(pods, rows)
+}
+
+// fullRestartNewestForms stops the members of the formed galera cluster of
+// 3 one by one with acknowledged writes between, galera-1 last, and starts
+// them all again: galera-1, with the highest seqno, must form. It returns
+// the acknowledged rows, with the ones it wrote.
+func (b *bed) fullRestartNewestForms(uuid string, rows int) int {
+	b.t.Helper()
+	ctx := context.Background()
+	b.orphanSet("galera")
 	b.stopPod("galera-0")
 	rows += b.acked("galera-1", "without-0", 3)
 	b.stopPod("galera-2")
@@ -270,6 +318,7 @@ func (b *bed) fullRestartNewestForms(uuid string, rows int) {
 		}
 	}
 	b.checkRows(b.podNames("galera", 3), rows)
+	return rows
 }
 
 // TestAppGaleraUpstreamShape applies examples/apps/galera/upstream-shape

@@ -12,10 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -362,4 +365,48 @@ func (b *bed) dumpContainers(pods []string, tail int64, containers ...string) {
 			}
 		}
 	}
+}
+
+// killInPod kills the processes named comm of pod's containers with
+// SIGKILL from the host, as a crash would (the real nodes' containers are
+// this machine's processes); a pod's containers carry POD_NAMESPACE and
+// POD_NAME in their environment. At least one must be found.
+func (b *bed) killInPod(pod, comm string) {
+	b.t.Helper()
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	killed := 0
+	for _, p := range procs {
+		if c, err := p.Comm(); err != nil || c != comm {
+			continue
+		}
+		env, err := p.Environ()
+		if err != nil || !slices.Contains(env, "POD_NAMESPACE="+b.ns) || !slices.Contains(env, "POD_NAME="+pod) {
+			continue
+		}
+		if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+			b.t.Fatalf("kill %s (pid %d) of %s: %v", comm, p.PID, pod, err)
+		}
+		killed++
+	}
+	if killed == 0 {
+		b.t.Fatalf("no process %s in pod %s", comm, pod)
+	}
+}
+
+// forceDelete deletes pod without a grace period and waits until it is gone.
+func (b *bed) forceDelete(pod string) {
+	b.t.Helper()
+	if err := b.Client.CoreV1().Pods(b.ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.WaitFor(b.t, pod+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 }
