@@ -458,8 +458,17 @@ func TestNodePinnedLifecycle(t *testing.T) {
 			p, err := e.pod("db-1")
 			return err == nil && p.UID != old && p.Status.Phase == corev1.PodPending, nil
 		})
-		// The scheduler has had its chance: the member must still be unplaced.
-		time.Sleep(2 * time.Second)
+		// The scheduler has had its chance (it said it could not place the
+		// new pod): the member must still be unplaced.
+		e.c.WaitFor(t, "the scheduler's FailedScheduling for the new db-1", deadline, func(ctx context.Context) (bool, error) {
+			evs, err := e.c.Client.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool {
+				return ev.Reason == "FailedScheduling" && ev.Regarding.Name == "db-1" && ev.Regarding.UID != old
+			}), nil
+		})
 		if p, err := e.pod("db-1"); err != nil || p.Spec.NodeName != "" {
 			t.Fatalf("db-1 on %q (err %v) while its node %s is cordoned: it must wait", p.Spec.NodeName, err, nodes[1])
 		}

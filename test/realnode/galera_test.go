@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,22 +41,19 @@ func (b *bed) waitGalera(g galeraSet, n int, timeout time.Duration) string {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
 	pods := b.podNames(g.name, n)
-	deadline := time.Now().Add(timeout)
-	for {
+	var uuid string
+	b.waitApp(fmt.Sprintf("one Galera cluster of %d", n), timeout, 2*time.Second, func() { b.dumpGalera(g, n+2) }, func() error {
 		v := apps.JudgeGalera(apps.ReadGaleraAll(context.Background(), ex, b.ns, pods, g.client), pods)
 		if v.Split() {
-			b.dumpGalera(g, n+2)
 			b.t.Fatalf("two clusters: %s", v.Detail)
 		}
-		if v.Healthy {
-			return v.UUID()
+		if !v.Healthy {
+			return errors.New(v.Detail)
 		}
-		if time.Now().After(deadline) {
-			b.dumpGalera(g, n+2)
-			b.t.Fatalf("no cluster of %d within %s: %s", n, timeout, v.Detail)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		uuid = v.UUID()
+		return nil
+	})
+	return uuid
 }
 
 // dumpGalera logs the last lines of the containers' logs of g's first n
