@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/flockd/flock/localcluster/apps"
 	flockbootstrap "github.com/flockd/flock/peerfinder/bootstrap"
@@ -99,17 +100,7 @@ func (b *bed) checkRows(pods []string, want int) {
 // it) and waits until it is gone: mariadbd shut down and wrote its seqno.
 func (b *bed) stopPod(name string) {
 	b.t.Helper()
-	ctx := context.Background()
-	if err := b.Client.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		b.t.Fatal(err)
-	}
-	b.WaitFor(b.t, name+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
+	b.deleteAndWait(name, metav1.DeleteOptions{})
 }
 
 // TestAppGalera applies examples/apps/galera as written and checks, with
@@ -245,7 +236,7 @@ func (b *bed) crashRestartKeepsCluster(uuid string, rows int) {
 		b.killInPod(p, "mariadbd")
 	}
 	for _, p := range pods {
-		b.forceDelete(p)
+		b.deleteAndWait(p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	}
 	b.apply(repoFile(b.t, "examples/apps/galera/statefulset.yaml"), b.forRealNode)
 	start := time.Now()

@@ -396,10 +396,10 @@ func (b *bed) killInPod(pod, comm string) {
 	}
 }
 
-// forceDelete deletes pod without a grace period and waits until it is gone.
-func (b *bed) forceDelete(pod string) {
+// deleteAndWait deletes pod with opts and waits until it is gone.
+func (b *bed) deleteAndWait(pod string, opts metav1.DeleteOptions) {
 	b.t.Helper()
-	if err := b.Client.CoreV1().Pods(b.ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+	if err := b.Client.CoreV1().Pods(b.ns).Delete(context.Background(), pod, opts); err != nil {
 		b.t.Fatal(err)
 	}
 	b.WaitFor(b.t, pod+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
