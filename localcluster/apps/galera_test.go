@@ -198,7 +198,7 @@ func newGaleraScripts(t *testing.T) galeraScripts {
 	for name, text := range cm.Data {
 		text = strings.Replace(text, "RUN=/run/mysqld", "RUN="+g.run, 1)
 		text = strings.Replace(text, "DATA=/var/lib/mysql", "DATA="+g.data, 1)
-		g.write(filepath.Join(dir, name), strings.ReplaceAll(text, "/scripts/lib.sh", filepath.Join(dir, "lib.sh")))
+		g.write(filepath.Join(dir, name), strings.ReplaceAll(text, "/scripts/", dir+"/"))
 	}
 	return g
 }
@@ -329,6 +329,51 @@ esac`)
 		out, err = g.command("run.sh").Output()
 		if got, want := strings.TrimSpace(string(out)), "mariadbd "+c.start; err != nil || got != want {
 			t.Errorf("%s: run.sh started %q (%v), want %q", c.name, got, err, want)
+		}
+	}
+}
+
+// TestGaleraRestartAsksAgain runs examples/apps/galera's run.sh as a
+// restarted mariadb container finds it: the role was used by the first
+// start. Told its role by flock's peer-finder, it runs bootstrap.sh again
+// (stubbed: peer-finder's answer through on-start.sh) and starts as that
+// answer says, form or join; told nothing by upstream's, it joins. Each
+// start uses the role once.
+func TestGaleraRestartAsksAgain(t *testing.T) {
+	peers := "galera-0.galera\ngalera-1.galera\n"
+	for _, c := range []struct {
+		name, by, answer string
+		start            string
+	}{
+		{name: "flock says form", by: "peer-finder", answer: "form", start: "mariadbd --wsrep-new-cluster"},
+		{name: "flock says join", by: "peer-finder", answer: "join", start: "mariadbd"},
+		{name: "upstream", by: "scripts", start: "mariadbd"},
+	} {
+		g := newGaleraScripts(t)
+		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
+		g.stub("hostname", "echo galera-0")
+		g.stub("timeout", "exit 0") // a member's Galera port answers
+		if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.write(filepath.Join(g.data, "grastate.dat"), "uuid: 74b3c9f4-f067-11f1-b39b-1a5c8a01c28e\nseqno: 5\nsafe_to_bootstrap: 0\n")
+		g.write(filepath.Join(g.dir, "bootstrap.sh"), fmt.Sprintf("#!/bin/sh\necho asked >> %s/asked\nprintf '%s' | PEER_FINDER_SELF=galera-0.galera PEER_FINDER_BOOTSTRAP=%s PEER_FINDER_FORMER=galera-0.galera sh %s/on-start.sh >&2\n",
+			g.run, peers, c.answer, g.dir))
+		for file, text := range map[string]string{"self": "galera-0.galera", "former": "galera-0.galera", "peers": peers, "role-by": c.by} {
+			g.write(filepath.Join(g.run, file), text+"\n")
+		}
+		for start := range 2 {
+			out, err := g.command("run.sh").Output()
+			if got := strings.TrimSpace(string(out)); err != nil || got != c.start {
+				t.Errorf("%s, start %d: run.sh started %q (%v), want %q", c.name, start, got, err, c.start)
+			}
+			if _, err := os.Stat(filepath.Join(g.run, "role")); !os.IsNotExist(err) {
+				t.Errorf("%s, start %d: the role file is kept (%v); want it used once", c.name, start, err)
+			}
+		}
+		asked, _ := os.ReadFile(filepath.Join(g.run, "asked"))
+		if want := map[string]int{"peer-finder": 2, "scripts": 0}[c.by]; strings.Count(string(asked), "asked") != want {
+			t.Errorf("%s: bootstrap.sh ran %d times; want %d", c.name, strings.Count(string(asked), "asked"), want)
 		}
 	}
 }

@@ -103,7 +103,9 @@ func (d *Data) Exists(ctx context.Context, m Member) (bool, error) {
 }
 
 // Pod returns name's UID and Ready condition; ok is false when no such pod
-// exists.
+// exists. WasReady compares the Ready and Initialized conditions' last
+// transitions, both written by the pod's kubelet (or, for Ready on a lost
+// node, by the node controller, later).
 func (d *Data) Pod(ctx context.Context, name string) (st PodState, ok bool, err error) {
 	p, err := d.Client.Pods(d.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -112,11 +114,26 @@ func (d *Data) Pod(ctx context.Context, name string) (st PodState, ok bool, err 
 	if err != nil {
 		return PodState{}, false, fmt.Errorf("read pod %s/%s for its rank: %w", d.Namespace, name, err)
 	}
-	st.UID = string(p.UID)
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			st.Ready = true
+	return podState(p), true, nil
+}
+
+// podState reads a pod's UID, Ready and WasReady (unknown counts as was).
+func podState(p *corev1.Pod) PodState {
+	st := PodState{UID: string(p.UID), WasReady: true}
+	var ready, initialized *corev1.PodCondition
+	for i, c := range p.Status.Conditions {
+		switch c.Type {
+		case corev1.PodReady:
+			ready = &p.Status.Conditions[i]
+		case corev1.PodInitialized:
+			initialized = &p.Status.Conditions[i]
 		}
 	}
-	return st, true, nil
+	st.Ready = ready != nil && ready.Status == corev1.ConditionTrue
+	if !st.Ready && ready != nil && initialized != nil && initialized.Status == corev1.ConditionTrue {
+		// Not Ready since a time no later than the init containers' end:
+		// not Ready since it was told its role.
+		st.WasReady = ready.LastTransitionTime.After(initialized.LastTransitionTime.Time)
+	}
+	return st
 }

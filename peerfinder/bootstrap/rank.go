@@ -16,7 +16,8 @@ import (
 //
 // DecideRank is the pure rule. It applies only on a cold start of a cluster
 // that existed before: the record names a former whose pod (by UID) no
-// longer runs, and no expected member is running (see Running). Then every
+// longer runs, or whose pod asks for its role again (see RankInput.Again),
+// and no expected member is running (see Running). Then every
 // expected member's rank is awaited (or a quorum of them, when allowed), the
 // highest rank forms (ties: the lowest ordinal, the first in Expected) and
 // the rest join; the caller records the decision in the Lease as the new
@@ -59,6 +60,10 @@ type Rank struct {
 type PodState struct {
 	UID   string
 	Ready bool // the pod's Ready condition
+	// WasReady is set when the pod is Ready or its Ready condition turned
+	// false after its init containers last finished: it was Ready since it
+	// was told its role. Unknown counts as set (see joinedFormer).
+	WasReady bool
 }
 
 // RankInput is everything DecideRank looks at.
@@ -79,8 +84,21 @@ type RankInput struct {
 	// Record is the cluster record (nil: none).
 	Record *Record
 	// FormerData is set when this pod holds the recorded former's data (a
-	// claim of the pod that formed): see Running.
+	// claim of the pod that formed, or it is that pod): see Running.
 	FormerData bool
+	// Told is set once this process told a role: later peer sets keep it,
+	// whatever the marks say.
+	Told bool
+}
+
+// Again reports whether Self is the recorded former's own pod asking for
+// its role in a new process while its running mark stands: its application
+// stopped (its container restarted, or its node did and the init
+// containers run again). Then it forms again only when no other member
+// runs (see DecideRank).
+func (in RankInput) Again() bool {
+	rec := in.Record
+	return !in.Told && rec != nil && rec.Pod == in.Self && in.marked(in.Self) && in.Pods[in.Self].UID == rec.UID
 }
 
 // RankReason names the rank rule that decided.
@@ -92,6 +110,7 @@ const (
 	MemberRunning     RankReason = "member-running"      // another member runs the application: join it
 	RankAwaited       RankReason = "rank-awaited"        // ranks are missing: no role yet
 	HighestRank       RankReason = "highest-rank"        // this member has the highest rank: form
+	FormedAgain       RankReason = "formed-again"        // the former's pod asks again and no other member runs: form
 	LowerRank         RankReason = "lower-rank"          // another member has a higher rank (or the same and a lower ordinal): join
 )
 
@@ -144,18 +163,18 @@ func (in RankInput) marked(name string) bool {
 	return ok && r.Role != "" && r.UID == in.Pods[name].UID
 }
 
-// joinedFormer reports a member told join (by its current pod) that is not
-// Ready, while Self holds the data of the former it was told to join. Its
-// data is at most the former's: with synchronous replication a member
-// that synced has what the former committed while both were in the
-// primary component, and one still in a primary component without the
-// former would be Ready. It is neither running (a pod that rejoins it
-// joins a member that waits for the dead former: no one forms, seen when
-// the former was killed while the others were still joining) nor awaited
-// (it runs its application, not peer-finder's bootstrap: it never writes
-// a rank).
+// joinedFormer reports a member told join (by its current pod) that has
+// not been Ready since, while Self holds the data of the former it was told
+// to join. It never finished joining, so its data is at most the former's.
+// It is neither running (a pod that rejoins it joins a member that waits
+// for the dead former: no one forms, seen when the former was killed while
+// the others were still joining) nor awaited (it runs its application, not
+// peer-finder's bootstrap: it never writes a rank). A joiner that was Ready
+// may have gone on without the former, with newer data: it counts as
+// running.
 func (in RankInput) joinedFormer(name string) bool {
-	return in.FormerData && in.marked(name) && in.Ranks[name].Role == Join && !in.Pods[name].Ready
+	p := in.Pods[name]
+	return in.FormerData && in.marked(name) && in.Ranks[name].Role == Join && !p.Ready && !p.WasReady
 }
 
 // everRan reports whether the expected member name may hold data of this
@@ -185,13 +204,30 @@ func DecideRank(in RankInput) RankDecision {
 	if rec == nil || rec.Pod == "" {
 		return RankDecision{Reason: RankNotApplicable, Detail: "no member formed the cluster before: the ordinal rule decides"}
 	}
-	if p, ok := in.Pods[rec.Pod]; ok && p.UID == rec.UID {
+	again := in.Again()
+	if p, ok := in.Pods[rec.Pod]; ok && p.UID == rec.UID && !again {
 		return RankDecision{Reason: RankNotApplicable,
 			Detail: fmt.Sprintf("the pod that formed the cluster (%s, uid %s) exists: the cluster record decides", rec.Pod, rec.UID)}
 	}
-	if running := in.Running(); len(running) > 0 {
+	running := in.Running()
+	switch {
+	case len(running) > 0:
 		return RankDecision{Reason: MemberRunning, Role: Join, Former: running[0], FormerUID: in.Pods[running[0]].UID,
 			Detail: fmt.Sprintf("member %s runs the application (members running: %s): join it", running[0], strings.Join(running, ", "))}
+	case again:
+		// Its data is the newest: the others ran only with it, or never
+		// finished joining it (joinedFormer).
+		d := RankDecision{Reason: FormedAgain, Role: Form, Former: in.Self, FormerUID: rec.UID,
+			Detail: "this pod formed the cluster and asks for its role again (its application stopped); no other member runs the application: form again from its data"}
+		for _, name := range in.Expected {
+			if name != in.Self && in.joinedFormer(name) {
+				d.Joined = append(d.Joined, name)
+			}
+		}
+		if len(d.Joined) > 0 {
+			d.Detail += fmt.Sprintf("; told to join it, never Ready since: %s", strings.Join(d.Joined, ", "))
+		}
+		return d
 	}
 	self, ok := in.Ranks[in.Self]
 	if p := in.Pods[in.Self]; !ok || self.UID != p.UID || self.Err != "" {
@@ -258,7 +294,7 @@ func DecideRank(in RankInput) RankDecision {
 		d.Detail += fmt.Sprintf("; never ran in this cluster: %s", strings.Join(d.Never, ", "))
 	}
 	if len(d.Joined) > 0 {
-		d.Detail += fmt.Sprintf("; told to join the former whose data this member holds, not Ready: %s", strings.Join(d.Joined, ", "))
+		d.Detail += fmt.Sprintf("; told to join the former whose data this member holds, never Ready since: %s", strings.Join(d.Joined, ", "))
 	}
 	return d
 }

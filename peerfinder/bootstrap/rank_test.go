@@ -41,6 +41,20 @@ func cold() RankInput {
 	}
 }
 
+// again is db-0, the recorded former, asking for its role again in the
+// same pod (u0) after it formed and db-1 (pod state db1) was told to join:
+// a restart of its container or of its node.
+func again(db1 PodState) RankInput {
+	return RankInput{
+		Self:       "db-0",
+		Expected:   []string{"db-0", "db-1", "db-2"},
+		Pods:       map[string]PodState{"db-0": {UID: "u0"}, "db-1": db1},
+		Ranks:      map[string]Rank{"db-0": {UID: "u0", Value: NoData, Role: Form}, "db-1": {UID: db1.UID, Value: NoData, Role: Join}},
+		Record:     &Record{Pod: "db-0", UID: "u0", Member: fqdn("db-0"), Members: []Member{{Pod: "db-0", UID: "u0"}, {Pod: "db-1", UID: "u1"}}},
+		FormerData: true,
+	}
+}
+
 func withRanks(in RankInput, self string, ranks map[string]Rank) RankInput {
 	in.Self = self
 	for name, r := range ranks {
@@ -187,6 +201,36 @@ func TestDecideRank(t *testing.T) {
 		{name: "without the former's data a member told join runs",
 			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: NoData, Role: Join}}),
 			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+		{name: "the former's pod asks again, a joiner never Ready since: it forms again (the campaign's stuck round)",
+			in:         again(PodState{UID: "u1"}),
+			wantReason: FormedAgain, wantRole: Form, wantFormer: "db-0", joined: []string{"db-1"}},
+		{name: "the former's pod asks again, a joiner that was Ready since runs: join it",
+			in:         again(PodState{UID: "u1", WasReady: true}),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+		{name: "the former's pod asks again, a Ready member runs: join it",
+			in:         again(PodState{UID: "u1", Ready: true, WasReady: true}),
+			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+		{name: "the former's process that told its role keeps it: the record decides",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1", Ready: true, WasReady: true})
+				in.Told = true
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "the former's pod without a running mark (its first decision): the record decides",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1", Ready: true, WasReady: true})
+				delete(in.Ranks, "db-0")
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "another member's pod asks again: the record decides",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1"})
+				in.Self, in.FormerData = "db-1", false
+				return in
+			}(),
+			wantReason: RankNotApplicable},
 		{name: "never formed: the ordinal rule decides",
 			in: func() RankInput {
 				in := withRanks(cold(), "db-1", all)

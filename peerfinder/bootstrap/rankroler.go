@@ -26,12 +26,16 @@ func (r *Roler) RankDecision(ctx context.Context, in Input) (d RankDecision, app
 
 func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool, error) {
 	rec := in.Record
-	// Only a formed cluster whose record is not this pod's and not stale can
-	// be cold started: spare the pod reads otherwise.
-	if r.Rank == nil || r.Lease == nil || r.Data == nil || rec == nil || rec.Pod == "" || in.Stale || rec.UID == in.SelfUID {
+	r.mu.Lock()
+	told := r.last.Role != ""
+	r.mu.Unlock()
+	// Only a formed cluster whose record is not stale and not this pod's
+	// (unless this pod asks again: RankInput.Again) can be cold started:
+	// spare the pod reads otherwise.
+	if r.Rank == nil || r.Lease == nil || r.Data == nil || rec == nil || rec.Pod == "" || in.Stale || rec.UID == in.SelfUID && told {
 		return RankDecision{}, false, nil
 	}
-	rin := RankInput{Self: r.Pod, Quorum: r.RankQuorum, Record: rec, Ranks: rec.Ranks, Pods: map[string]PodState{}, FormerData: in.FormerData}
+	rin := RankInput{Self: r.Pod, Quorum: r.RankQuorum, Record: rec, Ranks: rec.Ranks, Pods: map[string]PodState{}, FormerData: in.FormerData, Told: told}
 	n := 0
 	if r.Size != nil {
 		n = r.Size()
@@ -47,7 +51,8 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		rin.Expected = append(rin.Expected, fmt.Sprintf("%s-%d", prefix, i))
 	}
 	// The former's pod first: while it exists (the steady state) the rank
-	// rule does not apply and the other pods need not be read.
+	// rule does not apply and the other pods need not be read, unless it is
+	// this pod asking again.
 	for _, name := range append([]string{rec.Pod, r.Pod}, rin.Expected...) {
 		if _, seen := rin.Pods[name]; seen {
 			continue
@@ -59,7 +64,7 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		if ok {
 			rin.Pods[name] = st
 		}
-		if name == rec.Pod && ok && st.UID == rec.UID {
+		if name == rec.Pod && ok && st.UID == rec.UID && st.UID != in.SelfUID {
 			break
 		}
 	}
@@ -68,7 +73,8 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 }
 
 // byRank acts on a rank decision that applies: it runs the rank command
-// and writes this member's entry, waits, joins a running member, or
+// and writes this member's entry, waits, joins a running member, forms
+// again (the former's own pod, FormedAgain), or
 // records the member with the highest rank as the former (then the record
 // rule gives every member its role: exactly one form).
 func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.Set, self string) (Decision, error) {
@@ -82,10 +88,10 @@ func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.
 	case rd.Role == "":
 		r.logAwaited(rd)
 		return Decision{}, fmt.Errorf("%w: %s", ErrRankAwaited, rd.Detail)
-	case rd.Reason == MemberRunning:
+	case rd.Reason == MemberRunning || rd.Reason == FormedAgain:
 		// Registered like any member told its role: it will hold data a
 		// later cold start must await.
-		d := Decision{Role: Join, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
+		d := Decision{Role: rd.Role, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
 		next, changed := register(in.Record, me, nil)
 		if mark := r.markOf(in.Record, me, d); mark != nil || changed {
 			err := r.Lease.update(ctx, in.Record, func(obj *coordinationv1.Lease) error {

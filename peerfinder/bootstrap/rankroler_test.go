@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -206,5 +207,83 @@ func TestRolerJoiningARunningMemberRegisters(t *testing.T) {
 	}
 	if !slices.ContainsFunc(got.Members, func(m Member) bool { return m.Pod == "db-1" && m.UID == "u1" }) {
 		t.Errorf("members %+v; want db-1 (u1) registered", got.Members)
+	}
+}
+
+// setConditions gives pod the Ready (false) and Initialized (true)
+// conditions kubelet writes, at those times.
+func setConditions(t *testing.T, c *fake.Clientset, pod string, notReadySince, initializedAt time.Time) {
+	t.Helper()
+	p, err := c.CoreV1().Pods("ns").Get(t.Context(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(initializedAt)},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(notReadySince)},
+	}
+	if _, err := c.CoreV1().Pods("ns").Update(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRolerFormerAsksAgain is the campaign's stuck Galera round: db-0
+// formed by rank, db-1 was told to join it, and db-0's node died before
+// db-1 finished joining. db-0's pod came back with its node (the same UID)
+// and its bootstrap ran again: it forms again, since db-1 was never Ready
+// since it was told join. Had db-1 been Ready (it may have gone on without
+// db-0), db-0 would join it. The process that told its role keeps it.
+func TestRolerFormerAsksAgain(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 2)
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+	first := rankRoler(c, "db-0", "echo 5", 2, 0)
+	db1 := rankRoler(c, "db-1", "echo -1", 2, 0)
+	for _, r := range []*Roler{first, db1, first} {
+		_, _, _ = r.Bootstrap(ctx, set, fqdn(r.Pod))
+	}
+	if role, _, err := first.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" {
+		t.Fatalf("db-0 at the cold start: %q, %v; want form", role, err)
+	}
+	if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" {
+		t.Fatalf("db-1 at the cold start: %q, %v; want join", role, err)
+	}
+	t0 := time.Date(2026, 12, 5, 5, 28, 0, 0, time.UTC)
+	setConditions(t, c, "db-1", t0, t0.Add(3*time.Second)) // never Ready since its init
+	again := rankRoler(c, "db-0", "echo 5", 2, 0)
+	if role, former, err := again.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" || former != fqdn("db-0") {
+		t.Errorf("db-0 asking again, db-1 never Ready: %q former %q, %v; want form", role, former, err)
+	}
+	setConditions(t, c, "db-1", t0.Add(time.Minute), t0.Add(3*time.Second)) // Ready, then not
+	again = rankRoler(c, "db-0", "echo 5", 2, 0)
+	if role, former, err := again.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "join" || former != fqdn("db-1") {
+		t.Errorf("db-0 asking again, db-1 was Ready: %q former %q, %v; want join %s", role, former, err, fqdn("db-1"))
+	}
+	if role, _, err := first.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" {
+		t.Errorf("db-0's first process on a later peer set: %q, %v; want form, kept", role, err)
+	}
+}
+
+func TestPodStateWasReady(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 5, 28, 0, 0, time.UTC)
+	cond := func(typ corev1.PodConditionType, st corev1.ConditionStatus, at time.Time) corev1.PodCondition {
+		return corev1.PodCondition{Type: typ, Status: st, LastTransitionTime: metav1.NewTime(at)}
+	}
+	for _, tc := range []struct {
+		name            string
+		conds           []corev1.PodCondition
+		ready, wasReady bool
+	}{
+		{name: "Ready", conds: []corev1.PodCondition{cond(corev1.PodInitialized, corev1.ConditionTrue, t0), cond(corev1.PodReady, corev1.ConditionTrue, t0.Add(time.Second))}, ready: true, wasReady: true},
+		{name: "not Ready since before its init", conds: []corev1.PodCondition{cond(corev1.PodInitialized, corev1.ConditionTrue, t0), cond(corev1.PodReady, corev1.ConditionFalse, t0.Add(-time.Second))}},
+		{name: "not Ready since its init, the same second", conds: []corev1.PodCondition{cond(corev1.PodInitialized, corev1.ConditionTrue, t0), cond(corev1.PodReady, corev1.ConditionFalse, t0)}},
+		{name: "not Ready since after its init", conds: []corev1.PodCondition{cond(corev1.PodInitialized, corev1.ConditionTrue, t0), cond(corev1.PodReady, corev1.ConditionFalse, t0.Add(time.Minute))}, wasReady: true},
+		{name: "initializing: unknown", conds: []corev1.PodCondition{cond(corev1.PodInitialized, corev1.ConditionFalse, t0), cond(corev1.PodReady, corev1.ConditionFalse, t0.Add(-time.Second))}, wasReady: true},
+		{name: "no conditions: unknown", wasReady: true},
+	} {
+		st := podState(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u"}, Status: corev1.PodStatus{Conditions: tc.conds}})
+		if st.UID != "u" || st.Ready != tc.ready || st.WasReady != tc.wasReady {
+			t.Errorf("%s: %+v; want Ready %v, WasReady %v", tc.name, st, tc.ready, tc.wasReady)
+		}
 	}
 }

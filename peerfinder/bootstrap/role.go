@@ -94,7 +94,7 @@ type Input struct {
 	// record, since the pod name alone cannot tell a re-created pod apart.
 	SelfPod, SelfUID string
 	// FormerData is true when this pod mounts a claim of the member that
-	// formed (the record's entry of the forming pod's UID).
+	// formed (the record's entry of the forming pod's UID), or is its pod.
 	FormerData bool
 }
 

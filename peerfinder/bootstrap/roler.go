@@ -81,6 +81,9 @@ func (r *Roler) input(ctx context.Context, set peer.Set, self string) (Input, []
 		return Input{}, nil, err
 	}
 	in.Record = rec
+	if rec != nil && rec.UID == me.UID {
+		in.FormerData = true // the former's own pod
+	}
 	if rec == nil || len(rec.Members) == 0 || rec.UID == me.UID || r.Data == nil {
 		return in, nil, nil
 	}

@@ -147,6 +147,8 @@ func TestAppGalera(t *testing.T) {
 
 	b.cutOffRejoins("galera-1", uuid)
 	b.checkRows(b.podNames("galera", 3), rows)
+	b.formerCrashRejoins(uuid)
+	b.checkRows(b.podNames("galera", 3), rows)
 
 	b.deletePod("galera-2", "data-galera-2")
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
@@ -206,6 +208,30 @@ func (b *bed) cutOffRejoins(pod, uuid string) {
 	}
 	b.t.Logf("%s cut off: restarted by its liveness probe after %s, one cluster of 3 again after %s", pod,
 		restarted.Round(time.Second), time.Since(start).Round(time.Second))
+}
+
+// formerCrashRejoins kills galera-0's mariadbd (galera-0 formed the
+// cluster) with SIGKILL: its container restarts in the same pod, and
+// run.sh, whose role was used, asks peer-finder again. galera-1 and
+// galera-2 run, so galera-0 is told join and catches up.
+func (b *bed) formerCrashRejoins(uuid string) {
+	b.t.Helper()
+	b.killInPod("galera-0", "mariadbd")
+	start := time.Now()
+	b.waitPod("galera-0", "its mariadb container restarted", 2*time.Minute, func(p *corev1.Pod) bool {
+		s := status(p, apps.GaleraContainer)
+		return s != nil && s.RestartCount >= 1
+	})
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
+		b.t.Fatalf("galera-0 crashed in place: cluster %s, want %s", got, uuid)
+	}
+	b.t.Logf("galera-0 crashed in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	log := b.logs("galera-0", apps.GaleraContainer, false)
+	for _, want := range []string{"asking peer-finder for the role again", "reason=member-running", "joining gcomm://"} {
+		if !strings.Contains(log, want) {
+			b.t.Errorf("galera-0's restarted mariadb container did not log %q:\n%s", want, log)
+		}
+	}
 }
 
 // orphanSet deletes the StatefulSet name, its pods kept, so that nothing
