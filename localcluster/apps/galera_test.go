@@ -377,3 +377,38 @@ func TestGaleraRestartAsksAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestGaleraCrashedJoinerStartsAtOnce runs examples/apps/galera's run.sh
+// told join while no member answers on Galera's port: with a view of a
+// primary component left by a crash (gvwstate.dat) it starts mariadbd at
+// once, so that every member of that component can start and Galera
+// restore it (after a crash of every member in place, all would wait for
+// each other); an empty gvwstate.dat is removed and the member waits.
+func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name, gvwstate string
+		starts         bool
+	}{
+		{name: "a view of a primary component", gvwstate: "my_uuid: d3124bc8-1605-11e4-aa3d-ab44303c044a\n#vwbeg\nview_id: 3 0dae1307-1606-11e4-aa94-5255b1455aa0 12\n#vwend\n", starts: true},
+		{name: "an empty view", gvwstate: ""},
+	} {
+		g := newGaleraScripts(t)
+		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
+		g.stub("timeout", "exit 1") // no member answers
+		g.stub("sleep", "exit 1")   // the wait ends the script (set -e) instead of sleeping
+		if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.write(filepath.Join(g.data, "gvwstate.dat"), c.gvwstate)
+		for file, text := range map[string]string{"self": "galera-1.galera", "role": "join", "former": "galera-0.galera", "peers": "galera-0.galera\ngalera-1.galera"} {
+			g.write(filepath.Join(g.run, file), text+"\n")
+		}
+		out, err := g.command("run.sh").Output()
+		if started := err == nil && strings.TrimSpace(string(out)) == "mariadbd"; started != c.starts {
+			t.Errorf("%s: run.sh started mariadbd %v (%q, %v); want %v", c.name, started, out, err, c.starts)
+		}
+		if _, err := os.Stat(filepath.Join(g.data, "gvwstate.dat")); os.IsNotExist(err) == c.starts {
+			t.Errorf("%s: gvwstate.dat kept %v; want %v", c.name, !os.IsNotExist(err), c.starts)
+		}
+	}
+}

@@ -149,6 +149,8 @@ func TestAppGalera(t *testing.T) {
 	b.checkRows(b.podNames("galera", 3), rows)
 	b.formerCrashRejoins(uuid)
 	b.checkRows(b.podNames("galera", 3), rows)
+	b.crashInPlaceRestores(uuid)
+	b.checkRows(b.podNames("galera", 3), rows)
 
 	b.deletePod("galera-2", "data-galera-2")
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
@@ -230,6 +232,46 @@ func (b *bed) formerCrashRejoins(uuid string) {
 	for _, want := range []string{"asking peer-finder for the role again", "reason=member-running", "joining gcomm://"} {
 		if !strings.Contains(log, want) {
 			b.t.Errorf("galera-0's restarted mariadb container did not log %q:\n%s", want, log)
+		}
+	}
+}
+
+// crashInPlaceRestores kills every member's mariadbd with SIGKILL, the
+// pods kept (as a power loss of every node short enough that no pod is
+// replaced): each container restarts in its pod and is told join (the
+// others were Ready since they were told), and each starts at once with
+// the view of the primary component it crashed in, which Galera restores
+// when all three are back.
+func (b *bed) crashInPlaceRestores(uuid string) {
+	b.t.Helper()
+	pods := b.podNames("galera", 3)
+	restarts := map[string]int32{}
+	for _, p := range pods {
+		pod, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), p, metav1.GetOptions{})
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if s := status(pod, apps.GaleraContainer); s != nil {
+			restarts[p] = s.RestartCount
+		}
+	}
+	for _, p := range pods {
+		b.killInPod(p, "mariadbd")
+	}
+	start := time.Now()
+	for _, p := range pods {
+		b.waitPod(p, "its mariadb container restarted", 2*time.Minute, func(pod *corev1.Pod) bool {
+			s := status(pod, apps.GaleraContainer)
+			return s != nil && s.RestartCount > restarts[p]
+		})
+	}
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
+		b.t.Fatalf("every member crashed in place: cluster %s, want %s", got, uuid)
+	}
+	b.t.Logf("every member crashed in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	for _, p := range pods {
+		if log := b.logs(p, apps.GaleraContainer, false); !strings.Contains(log, "crashed in a primary component: starting at once") {
+			b.t.Errorf("%s did not start at once with its view of the primary component:\n%s", p, log)
 		}
 	}
 }
