@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -327,22 +330,61 @@ func (b *bed) crashRestartKeepsCluster(uuid string, rows int) {
 	b.checkRows(pods, rows)
 }
 
+// claimFile is the path on this machine of file in the volume of claim,
+// which pod (running) mounts.
+func (b *bed) claimFile(pod, claim, file string) string {
+	b.t.Helper()
+	ctx := context.Background()
+	p, err := b.Client.CoreV1().Pods(b.ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	pvc, err := b.Client.CoreV1().PersistentVolumeClaims(b.ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	pv, err := b.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		b.t.Fatalf("volume of claim %s: %v (%+v)", claim, err, pv)
+	}
+	return filepath.Join(b.realNode(p.Spec.NodeName).HostPath(pv.Spec.HostPath.Path), file)
+}
+
 // fullRestartNewestForms stops the members of the formed galera cluster of
 // 3 one by one with acknowledged writes between, galera-1 last, and starts
-// them all again: galera-1, with the highest seqno, must form. It returns
-// the acknowledged rows, with the ones it wrote.
+// them all again, galera-0's rank command failing at first: galera-1, with
+// the highest seqno, must form. It returns the acknowledged rows, with the
+// ones it wrote.
 func (b *bed) fullRestartNewestForms(uuid string, rows int) int {
 	b.t.Helper()
 	ctx := context.Background()
 	b.orphanSet("galera")
+	grastate := b.claimFile("galera-0", "data-galera-0", "grastate.dat")
 	b.stopPod("galera-0")
 	rows += b.acked("galera-1", "without-0", 3)
 	b.stopPod("galera-2")
 	rows += b.acked("galera-1", "galera-1-alone", 3)
 	b.stopPod("galera-1")
 
+	// galera-0's rank command fails (its grastate.dat's seqno is no
+	// number) until the file is put back: the others wait for it, naming
+	// the failure, and do not decide without it.
+	saved, err := os.ReadFile(grastate)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	broken := regexp.MustCompile(`(?m)^seqno:.*$`).ReplaceAll(saved, []byte("seqno:   unreadable"))
+	if err := os.WriteFile(grastate, broken, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 	b.apply(repoFile(b.t, "examples/apps/galera/statefulset.yaml"), b.forRealNode)
 	start := time.Now()
+	b.waitLog("galera-0", "bootstrap", "rank command failed; this member counts as missing", 3*time.Minute)
+	b.waitLog("galera-1", "bootstrap", "rank command failed in galera-0", 3*time.Minute)
+	if err := os.WriteFile(grastate, saved, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("galera-0's rank command failed, named by galera-1; its grastate.dat put back after %s", time.Since(start).Round(time.Second))
 	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
 		b.t.Fatalf("after the full restart: cluster %s, want %s", got, uuid)
 	}
