@@ -221,12 +221,7 @@ func (b *bed) cutOffRejoins(pod, uuid string) {
 // galera-2 run, so galera-0 is told join and catches up.
 func (b *bed) formerCrashRejoins(uuid string) {
 	b.t.Helper()
-	b.killInPod("galera-0", "mariadbd")
-	start := time.Now()
-	b.waitPod("galera-0", "its mariadb container restarted", 2*time.Minute, func(p *corev1.Pod) bool {
-		s := status(p, apps.GaleraContainer)
-		return s != nil && s.RestartCount >= 1
-	})
+	start := b.crashInPlace("galera-0")
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
 		b.t.Fatalf("galera-0 crashed in place: cluster %s, want %s", got, uuid)
 	}
@@ -248,6 +243,23 @@ func (b *bed) formerCrashRejoins(uuid string) {
 func (b *bed) crashInPlaceRestores(uuid string) {
 	b.t.Helper()
 	pods := b.podNames("galera", 3)
+	start := b.crashInPlace(pods...)
+	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
+		b.t.Fatalf("every member crashed in place: cluster %s, want %s", got, uuid)
+	}
+	b.t.Logf("every member crashed in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	for _, p := range pods {
+		if log := b.logs(p, apps.GaleraContainer, false); !strings.Contains(log, "crashed in a primary component: starting at once") {
+			b.t.Errorf("%s did not start at once with its view of the primary component:\n%s", p, log)
+		}
+	}
+}
+
+// crashInPlace kills the mariadbd of pods with SIGKILL and waits until
+// each pod's mariadb container restarted in place; it returns when it
+// killed them.
+func (b *bed) crashInPlace(pods ...string) time.Time {
+	b.t.Helper()
 	restarts := map[string]int32{}
 	for _, p := range pods {
 		pod, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), p, metav1.GetOptions{})
@@ -268,15 +280,7 @@ func (b *bed) crashInPlaceRestores(uuid string) {
 			return s != nil && s.RestartCount > restarts[p]
 		})
 	}
-	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
-		b.t.Fatalf("every member crashed in place: cluster %s, want %s", got, uuid)
-	}
-	b.t.Logf("every member crashed in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
-	for _, p := range pods {
-		if log := b.logs(p, apps.GaleraContainer, false); !strings.Contains(log, "crashed in a primary component: starting at once") {
-			b.t.Errorf("%s did not start at once with its view of the primary component:\n%s", p, log)
-		}
-	}
+	return start
 }
 
 // orphanSet deletes the StatefulSet name, its pods kept, so that nothing
