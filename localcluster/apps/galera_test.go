@@ -412,3 +412,46 @@ func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestGaleraWaitingJoinerAsksAgain runs examples/apps/galera's run.sh told
+// join while no member answers on Galera's port (every member stopped in
+// place and waits to join): told by flock's peer-finder, it asks again
+// after 30 s (bootstrap.sh, stubbed) and forms when the answer is form;
+// told nothing by upstream's, it keeps waiting (the stubbed sleep ends the
+// script after 100 s).
+func TestGaleraWaitingJoinerAsksAgain(t *testing.T) {
+	peers := "galera-0.galera\ngalera-1.galera\n"
+	for _, c := range []struct {
+		name, by string
+		asked    int
+		start    string
+	}{
+		{name: "flock", by: "peer-finder", asked: 1, start: "mariadbd --wsrep-new-cluster"},
+		{name: "upstream", by: "scripts", asked: 0},
+	} {
+		g := newGaleraScripts(t)
+		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
+		g.stub("timeout", "exit 1") // no member answers
+		g.stub("sleep", fmt.Sprintf(`echo . >> %s/slept; [ "$(wc -l < %s/slept)" -lt 100 ]`, g.run, g.run))
+		if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.write(filepath.Join(g.data, "grastate.dat"), "uuid: 74b3c9f4-f067-11f1-b39b-1a5c8a01c28e\nseqno: 5\nsafe_to_bootstrap: 0\n")
+		g.write(filepath.Join(g.dir, "bootstrap.sh"), fmt.Sprintf("#!/bin/sh\necho asked >> %s/asked\nprintf '%s' | PEER_FINDER_SELF=galera-1.galera PEER_FINDER_BOOTSTRAP=form PEER_FINDER_FORMER=galera-1.galera sh %s/on-start.sh >&2\n",
+			g.run, peers, g.dir))
+		for file, text := range map[string]string{"self": "galera-1.galera", "role": "join", "former": "galera-0.galera", "peers": peers, "role-by": c.by} {
+			g.write(filepath.Join(g.run, file), text+"\n")
+		}
+		out, err := g.command("run.sh").Output()
+		if got := strings.TrimSpace(string(out)); c.start != "" && (err != nil || got != c.start) || c.start == "" && got != "" {
+			t.Errorf("%s: run.sh started %q (%v), want %q", c.name, got, err, c.start)
+		}
+		asked, _ := os.ReadFile(filepath.Join(g.run, "asked"))
+		if n := strings.Count(string(asked), "asked"); n != c.asked {
+			t.Errorf("%s: bootstrap.sh ran %d times; want %d", c.name, n, c.asked)
+		}
+		if slept, _ := os.ReadFile(filepath.Join(g.run, "slept")); c.asked > 0 && strings.Count(string(slept), ".") != 29 {
+			t.Errorf("%s: asked after %d s of waiting; want 29 sleeps (30 tries)", c.name, strings.Count(string(slept), "."))
+		}
+	}
+}

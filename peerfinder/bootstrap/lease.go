@@ -192,6 +192,14 @@ func (l *Lease) fill(obj *coordinationv1.Lease, rec Record, member string) error
 	}
 	holder := rec.Pod
 	at := metav1.NewMicroTime(now())
+	if obj.Spec.HolderIdentity != nil {
+		// A former written over an existing record: a new epoch.
+		n := int32(1)
+		if obj.Spec.LeaseTransitions != nil {
+			n += *obj.Spec.LeaseTransitions
+		}
+		obj.Spec.LeaseTransitions = &n
+	}
 	obj.Spec.HolderIdentity = &holder
 	obj.Spec.AcquireTime = &at
 	obj.Spec.LeaseDurationSeconds = nil
@@ -221,6 +229,9 @@ func setMembers(obj *coordinationv1.Lease, members []Member) error {
 // unknown, so never stale).
 func recordOf(obj *coordinationv1.Lease) *Record {
 	r := &Record{version: obj.ResourceVersion}
+	if t := obj.Spec.LeaseTransitions; t != nil {
+		r.Epoch = *t
+	}
 	if h := obj.Spec.HolderIdentity; h != nil && *h != "" {
 		r.Pod, r.UID, r.Member = *h, obj.Annotations[AnnotationUID], obj.Annotations[AnnotationMember]
 	}

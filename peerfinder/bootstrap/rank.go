@@ -15,15 +15,25 @@ import (
 // empty output means no data (NoData).
 //
 // DecideRank is the pure rule. It applies only on a cold start of a cluster
-// that existed before: the record names a former whose pod (by UID) no
-// longer runs, or whose pod asks for its role again (see RankInput.Again),
-// and no expected member is running (see Running). Then every
-// expected member's rank is awaited (or a quorum of them, when allowed), the
-// highest rank forms (ties: the lowest ordinal, the first in Expected) and
-// the rest join; the caller records the decision in the Lease as the new
-// former before anyone is told, so that the record rule (Decide) gives the
-// roles from then on: exactly one form, and join to a member that appears
-// after the decision.
+// that existed before: the record's former is down (its pod, by UID, no
+// longer exists, or it asked for its role again since the record was
+// written: see RankInput.formerDown) and no expected member runs (is
+// Ready). Then every expected member's rank is awaited (or a quorum of
+// them, when allowed), the highest rank forms (ties: the lowest ordinal,
+// the first in Expected) and the rest join; the caller records the
+// decision in the Lease as the new former, which starts a new epoch,
+// before anyone is told, so that the record rule (Decide) gives the roles
+// from then on: exactly one form, and join to a member that appears after
+// the decision.
+//
+// A member asking for its role again in a new process while its running
+// mark stands (its application stopped: the container restarted, or it
+// gave up waiting for the member to join) withdraws the mark: it writes
+// its rank again, tagged with the record's epoch. A mark says the
+// application may be running, so a marked member's rank is never used: a
+// cluster whose every member stopped in place is decided by the ranks
+// once each has asked again. Contract: a process asks for a role only
+// while the application is stopped in its pod.
 
 // NoData is the rank of a member without data.
 const NoData int64 = -1
@@ -54,6 +64,10 @@ type Rank struct {
 	Err string `json:"error,omitempty"`
 	// Role is set once the member was told its role: the running mark.
 	Role Role `json:"role,omitempty"`
+	// Epoch is the record's epoch (Record.Epoch) when the entry was
+	// written: a former's rank written before the decision that named it
+	// is not a withdrawal.
+	Epoch int32 `json:"epoch,omitempty"`
 }
 
 // PodState is what the caller read of an expected member's pod.
@@ -84,21 +98,49 @@ type RankInput struct {
 	// Record is the cluster record (nil: none).
 	Record *Record
 	// FormerData is set when this pod holds the recorded former's data (a
-	// claim of the pod that formed, or it is that pod): see Running.
+	// claim of the pod that formed, or it is that pod): see joinedFormer.
 	FormerData bool
 	// Told is set once this process told a role: later peer sets keep it,
 	// whatever the marks say.
 	Told bool
 }
 
-// Again reports whether Self is the recorded former's own pod asking for
-// its role in a new process while its running mark stands: its application
-// stopped (its container restarted, or its node did and the init
-// containers run again). Then it forms again only when no other member
-// runs (see DecideRank).
-func (in RankInput) Again() bool {
+// AsksAgain reports whether Self asks for its role in a new process while
+// its running mark stands: its application stopped (its container
+// restarted, its node did and the init containers run again, or it gave
+// up waiting for the member it was told to join). It withdraws the mark
+// before the rank rule uses its rank.
+func (in RankInput) AsksAgain() bool {
+	return !in.Told && in.marked(in.Self)
+}
+
+// asking reports whether Self asks again: its mark stands, or it withdrew
+// it in the record's epoch and was not told a role since.
+func (in RankInput) asking() bool {
+	return !in.Told && (in.marked(in.Self) || in.withdrew(in.Self, in.Pods[in.Self].UID))
+}
+
+// withdrew reports whether pod (by uid) withdrew its running mark in the
+// record's epoch: it asked again since the record was written. A rank
+// written before the decision that wrote the record is of an earlier
+// epoch.
+func (in RankInput) withdrew(pod, uid string) bool {
+	r, ok := in.Ranks[pod]
+	return ok && r.UID == uid && r.Role == "" && r.Epoch >= in.Record.Epoch
+}
+
+// formerDown reports whether the record's former is down: its pod (by UID)
+// is gone, or it withdrew its mark (see withdrew), or it is Self
+// asking again. A former named by a rank decision still has the rank it
+// wrote before the decision: it stands until it asks again. For Self
+// asking again, a former that is not Ready counts as down too: Self
+// withdraws and awaits the former's rank (or its readiness) instead of
+// joining a member that may have stopped (every member crashed in place:
+// the former may ask again only after Self started waiting for it).
+func (in RankInput) formerDown() bool {
 	rec := in.Record
-	return !in.Told && rec != nil && rec.Pod == in.Self && in.marked(in.Self) && in.Pods[in.Self].UID == rec.UID
+	p, ok := in.Pods[rec.Pod]
+	return !ok || p.UID != rec.UID || in.withdrew(rec.Pod, rec.UID) || in.asking() && (rec.Pod == in.Self || !p.Ready)
 }
 
 // RankReason names the rank rule that decided.
@@ -110,7 +152,6 @@ const (
 	MemberRunning     RankReason = "member-running"      // another member runs the application: join it
 	RankAwaited       RankReason = "rank-awaited"        // ranks are missing: no role yet
 	HighestRank       RankReason = "highest-rank"        // this member has the highest rank: form
-	FormedAgain       RankReason = "formed-again"        // the former's pod asks again and no other member runs: form
 	LowerRank         RankReason = "lower-rank"          // another member has a higher rank (or the same and a lower ordinal): join
 )
 
@@ -125,11 +166,13 @@ type RankDecision struct {
 	// FormerUID is the UID of Former's pod, for the record.
 	FormerUID string
 	// SelfRank is set when the rule needs this member's rank and the record
-	// has none of this pod: run the command, write the entry, decide again.
+	// has none of this pod, or this pod asks again (a withdrawal): run the
+	// command, write the entry, decide again.
 	SelfRank bool
 	// Awaited are the expected members without a usable rank; Failed those
-	// of them whose command failed.
-	Awaited, Failed []string
+	// of them whose command failed; Marked those whose running mark stands
+	// (not running, not asked again yet).
+	Awaited, Failed, Marked []string
 	// Never are the expected members that never ran in this cluster (see
 	// RankInput.everRan): not awaited, they have no data to compare.
 	Never []string
@@ -140,17 +183,14 @@ type RankDecision struct {
 }
 
 // Running returns the expected members other than Self that run the
-// application: their pod is Ready, or it holds a running mark (an entry of
-// this very pod with a role). When Self holds the former's data, a member
-// marked join that is not Ready does not count (see joinedFormer).
+// application: their pod is Ready. A mark alone is not running: a member
+// told its role that is not Ready is starting, joining a member that may
+// be gone, or stuck (outside a primary component), and its data may have
+// changed since its rank: it is awaited until it asks again.
 func (in RankInput) Running() []string {
 	var out []string
 	for _, name := range in.Expected {
-		p, ok := in.Pods[name]
-		if name == in.Self || !ok {
-			continue
-		}
-		if p.Ready || in.marked(name) && !in.joinedFormer(name) {
+		if p, ok := in.Pods[name]; ok && name != in.Self && p.Ready {
 			out = append(out, name)
 		}
 	}
@@ -165,13 +205,10 @@ func (in RankInput) marked(name string) bool {
 
 // joinedFormer reports a member told join (by its current pod) that has
 // not been Ready since, while Self holds the data of the former it was told
-// to join. It never finished joining, so its data is at most the former's.
-// It is neither running (a pod that rejoins it joins a member that waits
-// for the dead former: no one forms, seen when the former was killed while
-// the others were still joining) nor awaited (it runs its application, not
-// peer-finder's bootstrap: it never writes a rank). A joiner that was Ready
-// may have gone on without the former, with newer data: it counts as
-// running.
+// to join. It never finished joining, so its data is at most the former's:
+// it is not awaited (it runs its application, waiting for the former, and
+// may never ask again). A joiner that was Ready may have gone on without
+// the former, with newer data: it is awaited.
 func (in RankInput) joinedFormer(name string) bool {
 	p := in.Pods[name]
 	return in.FormerData && in.marked(name) && in.Ranks[name].Role == Join && !p.Ready && !p.WasReady
@@ -204,33 +241,16 @@ func DecideRank(in RankInput) RankDecision {
 	if rec == nil || rec.Pod == "" {
 		return RankDecision{Reason: RankNotApplicable, Detail: "no member formed the cluster before: the ordinal rule decides"}
 	}
-	again := in.Again()
-	if p, ok := in.Pods[rec.Pod]; ok && p.UID == rec.UID && !again {
+	if !in.formerDown() {
 		return RankDecision{Reason: RankNotApplicable,
-			Detail: fmt.Sprintf("the pod that formed the cluster (%s, uid %s) exists: the cluster record decides", rec.Pod, rec.UID)}
+			Detail: fmt.Sprintf("the member that formed the cluster (%s, uid %s) has not stopped since it was recorded: the cluster record decides", rec.Pod, rec.UID)}
 	}
-	running := in.Running()
-	switch {
-	case len(running) > 0:
+	if running := in.Running(); len(running) > 0 {
 		return RankDecision{Reason: MemberRunning, Role: Join, Former: running[0], FormerUID: in.Pods[running[0]].UID,
 			Detail: fmt.Sprintf("member %s runs the application (members running: %s): join it", running[0], strings.Join(running, ", "))}
-	case again:
-		// Its data is the newest: the others ran only with it, or never
-		// finished joining it (joinedFormer).
-		d := RankDecision{Reason: FormedAgain, Role: Form, Former: in.Self, FormerUID: rec.UID,
-			Detail: "this pod formed the cluster and asks for its role again (its application stopped); no other member runs the application: form again from its data"}
-		for _, name := range in.Expected {
-			if name != in.Self && in.joinedFormer(name) {
-				d.Joined = append(d.Joined, name)
-			}
-		}
-		if len(d.Joined) > 0 {
-			d.Detail += fmt.Sprintf("; told to join it, never Ready since: %s", strings.Join(d.Joined, ", "))
-		}
-		return d
 	}
 	self, ok := in.Ranks[in.Self]
-	if p := in.Pods[in.Self]; !ok || self.UID != p.UID || self.Err != "" {
+	if p := in.Pods[in.Self]; !ok || self.UID != p.UID || self.Err != "" || in.AsksAgain() {
 		// A failed command is run again: the failure may be passing.
 		return RankDecision{Reason: RankAwaited, SelfRank: true,
 			Detail: "cold start of a formed cluster: this member's rank is needed"}
@@ -250,6 +270,9 @@ func DecideRank(in RankInput) RankDecision {
 		case r.Err != "":
 			d.Awaited = append(d.Awaited, name)
 			d.Failed = append(d.Failed, name)
+		case r.Role != "" && name != in.Self:
+			d.Awaited = append(d.Awaited, name)
+			d.Marked = append(d.Marked, name)
 		default:
 			have++
 			if best == "" || r.Value > bestRank {
@@ -273,6 +296,9 @@ func DecideRank(in RankInput) RankDecision {
 		d.Detail = fmt.Sprintf("cold start of a formed cluster: %d of %d ranks needed, awaiting %s", have, need, strings.Join(d.Awaited, ", "))
 		if len(d.Failed) > 0 {
 			d.Detail += fmt.Sprintf(" (rank command failed in %s)", strings.Join(d.Failed, ", "))
+		}
+		if len(d.Marked) > 0 {
+			d.Detail += fmt.Sprintf(" (told a role, not Ready, not asked again: %s)", strings.Join(d.Marked, ", "))
 		}
 		if len(d.Never) > 0 {
 			d.Detail += fmt.Sprintf("; never ran in this cluster: %s", strings.Join(d.Never, ", "))

@@ -55,6 +55,13 @@ func again(db1 PodState) RankInput {
 	}
 }
 
+// withdrawn is in after Self asked again: its mark withdrawn, its rank
+// (value) written in the record's epoch.
+func withdrawn(in RankInput, value int64) RankInput {
+	in.Ranks[in.Self] = Rank{UID: in.Pods[in.Self].UID, Value: value, Epoch: in.Record.Epoch}
+	return in
+}
+
 func withRanks(in RankInput, self string, ranks map[string]Rank) RankInput {
 	in.Self = self
 	for name, r := range ranks {
@@ -79,6 +86,7 @@ func TestDecideRank(t *testing.T) {
 		failed     []string
 		never      []string
 		joined     []string
+		marked     []string
 	}{
 		{name: "highest rank forms, not the first ordinal",
 			in:         withRanks(cold(), "db-1", all),
@@ -135,16 +143,19 @@ func TestDecideRank(t *testing.T) {
 				return in
 			}(),
 			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-2"},
-		{name: "a member told its role runs: join it",
-			in:         withRanks(cold(), "db-0", map[string]Rank{"db-1": {Value: 3, Role: Join}}),
-			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+		{name: "a member told its role, not Ready, is awaited until it asks again",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-1": {Value: 3, Role: Join}, "db-2": {Value: 2}}),
+			wantReason: RankAwaited, awaited: []string{"db-1"}, marked: []string{"db-1"}},
+		{name: "a member that asked again: its withdrawn mark is a rank",
+			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-1": {Value: 3}, "db-2": {Value: 2}}),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1"},
 		{name: "a role mark of an earlier pod is not running",
 			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 1}, "db-1": {UID: "old-1", Value: 3, Role: Form}, "db-2": {Value: 2}}),
 			wantReason: RankAwaited, awaited: []string{"db-1"}},
 		{name: "a member that appears after the decision: the record decides (join)",
 			in: func() RankInput {
 				in := withRanks(cold(), "db-3", all)
-				in.Record = &Record{Pod: "db-1", UID: "u1", Member: fqdn("db-1")}
+				in.Record = &Record{Pod: "db-1", UID: "u1", Member: fqdn("db-1"), Epoch: 1}
 				in.Pods["db-3"] = PodState{UID: "u3"}
 				return in
 			}(),
@@ -198,15 +209,46 @@ func TestDecideRank(t *testing.T) {
 				return in
 			}(),
 			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-2"},
-		{name: "without the former's data a member told join runs",
+		{name: "without the former's data a member told join is awaited",
 			in:         withRanks(cold(), "db-0", map[string]Rank{"db-0": {Value: 5}, "db-1": {Value: NoData, Role: Join}}),
-			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
-		{name: "the former's pod asks again, a joiner never Ready since: it forms again (the campaign's stuck round)",
+			wantReason: RankAwaited, awaited: []string{"db-1", "db-2"}, marked: []string{"db-1"}},
+		{name: "the former's pod asks again: it withdraws its mark first",
 			in:         again(PodState{UID: "u1"}),
-			wantReason: FormedAgain, wantRole: Form, wantFormer: "db-0", joined: []string{"db-1"}},
-		{name: "the former's pod asks again, a joiner that was Ready since runs: join it",
-			in:         again(PodState{UID: "u1", WasReady: true}),
-			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
+			wantReason: RankAwaited, selfRank: true},
+		{name: "the former asked again, a joiner never Ready since: it forms again (galera-3's stuck round)",
+			in:         withdrawn(again(PodState{UID: "u1"}), 5),
+			wantReason: HighestRank, wantRole: Form, wantFormer: "db-0", joined: []string{"db-1"}, never: []string{"db-2"}},
+		{name: "the former asked again, a joiner that was Ready since is awaited (galera-4's stuck round 35)",
+			in:         withdrawn(again(PodState{UID: "u1", WasReady: true}), 5),
+			wantReason: RankAwaited, awaited: []string{"db-1"}, marked: []string{"db-1"}, never: []string{"db-2"}},
+		{name: "the former and the joiner both asked again: the higher rank forms",
+			in: func() RankInput {
+				in := withdrawn(again(PodState{UID: "u1", WasReady: true}), 5)
+				in.Ranks["db-1"] = Rank{UID: "u1", Value: 6}
+				return in
+			}(),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-1", never: []string{"db-2"}},
+		{name: "a joiner asks again after the former did: it withdraws too",
+			in: func() RankInput {
+				in := withdrawn(again(PodState{UID: "u1", WasReady: true}), 5)
+				in.Self, in.FormerData = "db-1", false
+				return in
+			}(),
+			wantReason: RankAwaited, selfRank: true},
+		{name: "a former named by a rank decision stands until it asks again",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-2", map[string]Rank{"db-0": {Value: 20}, "db-1": {Value: 12}, "db-2": {Value: 11}})
+				in.Record = &Record{Pod: "db-1", UID: "u1", Epoch: 1}
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "the former withdrew after the decision: the ranks decide again",
+			in: func() RankInput {
+				in := withRanks(cold(), "db-2", map[string]Rank{"db-0": {Value: 20}, "db-1": {Value: 12, Epoch: 1}, "db-2": {Value: 11}})
+				in.Record = &Record{Pod: "db-1", UID: "u1", Epoch: 1}
+				return in
+			}(),
+			wantReason: LowerRank, wantRole: Join, wantFormer: "db-0"},
 		{name: "the former's pod asks again, a Ready member runs: join it",
 			in:         again(PodState{UID: "u1", Ready: true, WasReady: true}),
 			wantReason: MemberRunning, wantRole: Join, wantFormer: "db-1"},
@@ -224,11 +266,34 @@ func TestDecideRank(t *testing.T) {
 				return in
 			}(),
 			wantReason: RankNotApplicable},
-		{name: "another member's pod asks again: the record decides",
+		{name: "another member's pod asks again while the former is Ready: the record decides",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1"})
+				in.Self, in.FormerData = "db-1", false
+				in.Pods["db-0"] = PodState{UID: "u0", Ready: true, WasReady: true}
+				return in
+			}(),
+			wantReason: RankNotApplicable},
+		{name: "another member's pod asks again while the former is not Ready: it withdraws",
 			in: func() RankInput {
 				in := again(PodState{UID: "u1"})
 				in.Self, in.FormerData = "db-1", false
 				return in
+			}(),
+			wantReason: RankAwaited, selfRank: true},
+		{name: "another member asked again while the former is not Ready: it awaits the former's rank",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1"})
+				in.Self, in.FormerData = "db-1", false
+				return withdrawn(in, 4)
+			}(),
+			wantReason: RankAwaited, awaited: []string{"db-0"}, marked: []string{"db-0"}, never: []string{"db-2"}},
+		{name: "another member asked again, the former is Ready again: the record decides",
+			in: func() RankInput {
+				in := again(PodState{UID: "u1"})
+				in.Self, in.FormerData = "db-1", false
+				in.Pods["db-0"] = PodState{UID: "u0", Ready: true, WasReady: true}
+				return withdrawn(in, 4)
 			}(),
 			wantReason: RankNotApplicable},
 		{name: "never formed: the ordinal rule decides",
@@ -253,8 +318,9 @@ func TestDecideRank(t *testing.T) {
 				t.Errorf("DecideRank() = %s %q former %q selfRank %v (%s); want %s %q former %q selfRank %v",
 					d.Reason, d.Role, d.Former, d.SelfRank, d.Detail, tc.wantReason, tc.wantRole, tc.wantFormer, tc.selfRank)
 			}
-			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) || !slices.Equal(d.Never, tc.never) || !slices.Equal(d.Joined, tc.joined) {
-				t.Errorf("awaited %v, failed %v, never %v, joined %v; want %v, %v, %v, %v", d.Awaited, d.Failed, d.Never, d.Joined, tc.awaited, tc.failed, tc.never, tc.joined)
+			if !slices.Equal(d.Awaited, tc.awaited) || !slices.Equal(d.Failed, tc.failed) || !slices.Equal(d.Never, tc.never) || !slices.Equal(d.Joined, tc.joined) || !slices.Equal(d.Marked, tc.marked) {
+				t.Errorf("awaited %v, failed %v, never %v, joined %v, marked %v; want %v, %v, %v, %v, %v",
+					d.Awaited, d.Failed, d.Never, d.Joined, d.Marked, tc.awaited, tc.failed, tc.never, tc.joined, tc.marked)
 			}
 			if d.Former != "" && d.FormerUID != tc.in.Pods[d.Former].UID {
 				t.Errorf("FormerUID = %q; want %q", d.FormerUID, tc.in.Pods[d.Former].UID)

@@ -30,8 +30,8 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 	told := r.last.Role != ""
 	r.mu.Unlock()
 	// Only a formed cluster whose record is not stale and not this pod's
-	// (unless this pod asks again: RankInput.Again) can be cold started:
-	// spare the pod reads otherwise.
+	// (unless this pod asks again: RankInput.AsksAgain) can be cold
+	// started: spare the pod reads otherwise.
 	if r.Rank == nil || r.Lease == nil || r.Data == nil || rec == nil || rec.Pod == "" || in.Stale || rec.UID == in.SelfUID && told {
 		return RankDecision{}, false, nil
 	}
@@ -50,9 +50,11 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 	for i := in.FirstOrdinal; i < in.FirstOrdinal+n; i++ {
 		rin.Expected = append(rin.Expected, fmt.Sprintf("%s-%d", prefix, i))
 	}
-	// The former's pod first: while it exists (the steady state) the rank
-	// rule does not apply and the other pods need not be read, unless it is
-	// this pod asking again.
+	// The former's pod first: while it exists and has not withdrawn its
+	// mark (the steady state) the rank rule does not apply and the other
+	// pods need not be read, unless it is this pod asking again.
+	mine, ok := rec.Ranks[r.Pod]
+	again := !told && ok && mine.UID == in.SelfUID && (mine.Role != "" || rin.withdrew(r.Pod, in.SelfUID))
 	for _, name := range append([]string{rec.Pod, r.Pod}, rin.Expected...) {
 		if _, seen := rin.Pods[name]; seen {
 			continue
@@ -64,7 +66,7 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		if ok {
 			rin.Pods[name] = st
 		}
-		if name == rec.Pod && ok && st.UID == rec.UID && st.UID != in.SelfUID {
+		if name == rec.Pod && ok && st.UID == rec.UID && st.UID != in.SelfUID && !rin.withdrew(rec.Pod, rec.UID) && (st.Ready || !again) {
 			break
 		}
 	}
@@ -73,10 +75,10 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 }
 
 // byRank acts on a rank decision that applies: it runs the rank command
-// and writes this member's entry, waits, joins a running member, forms
-// again (the former's own pod, FormedAgain), or
-// records the member with the highest rank as the former (then the record
-// rule gives every member its role: exactly one form).
+// and writes this member's entry (withdrawing its mark), waits, joins a
+// running member, or records the member with the highest rank as the
+// former, in a new epoch (then the record rule gives every member its
+// role: exactly one form).
 func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.Set, self string) (Decision, error) {
 	me, err := r.member(ctx)
 	if err != nil {
@@ -88,7 +90,7 @@ func (r *Roler) byRank(ctx context.Context, in Input, rd RankDecision, set peer.
 	case rd.Role == "":
 		r.logAwaited(rd)
 		return Decision{}, fmt.Errorf("%w: %s", ErrRankAwaited, rd.Detail)
-	case rd.Reason == MemberRunning || rd.Reason == FormedAgain:
+	case rd.Reason == MemberRunning:
 		// Registered like any member told its role: it will hold data a
 		// later cold start must await.
 		d := Decision{Role: rd.Role, Reason: Reason(rd.Reason), Former: r.keyOf(set, self, rd.Former), Detail: rd.Detail}
@@ -137,9 +139,9 @@ func (r *Roler) logAwaited(rd RankDecision) {
 // command is written too (the others see why this member is missing).
 func (r *Roler) writeRank(ctx context.Context, rec *Record, me Member) error {
 	v, err := r.Rank(ctx)
-	next := Rank{UID: me.UID, Value: v}
+	next := Rank{UID: me.UID, Value: v, Epoch: rec.Epoch}
 	if err != nil {
-		next = Rank{UID: me.UID, Value: NoData, Err: err.Error()}
+		next = Rank{UID: me.UID, Value: NoData, Err: err.Error(), Epoch: rec.Epoch}
 	}
 	if r.Logger != nil {
 		if err != nil {
@@ -167,7 +169,7 @@ func (r *Roler) markOf(rec *Record, me Member, d Decision) *Rank {
 	if ok && cur.UID == me.UID && cur.Role == d.Role {
 		return nil
 	}
-	next := Rank{UID: me.UID, Value: NoData, Role: d.Role}
+	next := Rank{UID: me.UID, Value: NoData, Role: d.Role, Epoch: rec.Epoch}
 	if ok && cur.UID == me.UID {
 		next.Value, next.Err = cur.Value, cur.Err
 	}

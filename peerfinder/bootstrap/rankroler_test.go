@@ -227,41 +227,118 @@ func setConditions(t *testing.T, c *fake.Clientset, pod string, notReadySince, i
 	}
 }
 
-// TestRolerFormerAsksAgain is the campaign's stuck Galera round: db-0
-// formed by rank, db-1 was told to join it, and db-0's node died before
-// db-1 finished joining. db-0's pod came back with its node (the same UID)
-// and its bootstrap ran again: it forms again, since db-1 was never Ready
-// since it was told join. Had db-1 been Ready (it may have gone on without
-// db-0), db-0 would join it. The process that told its role keeps it.
+// TestRolerFormerAsksAgain is galera-3's stuck round: db-0 formed by
+// rank, db-1 was told to join it, and db-0's node died before db-1
+// finished joining. db-0's pod came back with its node (the same UID) and
+// its bootstrap ran again: it withdraws its mark and forms again, in a new
+// epoch, since db-1 was never Ready since it was told join. The process
+// that told its role keeps it.
 func TestRolerFormerAsksAgain(t *testing.T) {
 	ctx := t.Context()
 	c := shutDown(t, 2)
 	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
-	first := rankRoler(c, "db-0", "echo 5", 2, 0)
-	db1 := rankRoler(c, "db-1", "echo -1", 2, 0)
-	for _, r := range []*Roler{first, db1, first} {
-		_, _, _ = r.Bootstrap(ctx, set, fqdn(r.Pod))
-	}
-	if role, _, err := first.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" {
-		t.Fatalf("db-0 at the cold start: %q, %v; want form", role, err)
-	}
-	if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" {
-		t.Fatalf("db-1 at the cold start: %q, %v; want join", role, err)
-	}
+	first, db1 := coldStart(t, c, set)
+	epoch := readRecord(t, c).Epoch
 	t0 := time.Date(2026, 12, 5, 5, 28, 0, 0, time.UTC)
 	setConditions(t, c, "db-1", t0, t0.Add(3*time.Second)) // never Ready since its init
 	again := rankRoler(c, "db-0", "echo 5", 2, 0)
 	if role, former, err := again.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" || former != fqdn("db-0") {
 		t.Errorf("db-0 asking again, db-1 never Ready: %q former %q, %v; want form", role, former, err)
 	}
-	setConditions(t, c, "db-1", t0.Add(time.Minute), t0.Add(3*time.Second)) // Ready, then not
-	again = rankRoler(c, "db-0", "echo 5", 2, 0)
-	if role, former, err := again.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "join" || former != fqdn("db-1") {
-		t.Errorf("db-0 asking again, db-1 was Ready: %q former %q, %v; want join %s", role, former, err, fqdn("db-1"))
+	if rec := readRecord(t, c); rec.Pod != "db-0" || rec.Epoch != epoch+1 {
+		t.Errorf("record %s epoch %d; want db-0, epoch %d", rec.Pod, rec.Epoch, epoch+1)
 	}
 	if role, _, err := first.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" {
 		t.Errorf("db-0's first process on a later peer set: %q, %v; want form, kept", role, err)
 	}
+	if role, former, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" || former != fqdn("db-0") {
+		t.Errorf("db-1's process on a later peer set: %q former %q, %v; want join db-0", role, former, err)
+	}
+}
+
+// TestRolerEveryMemberAsksAgain is galera-4's stuck round 35: the cluster
+// lost its primary component in place, every member had been Ready since
+// it was told its role, and each was restarted in its pod. Before, the
+// former was told to join a member that was told join before, and nobody
+// formed. Now each member that asks again withdraws its mark and writes
+// its rank; the former waits for db-1's, and the higher rank forms.
+func TestRolerEveryMemberAsksAgain(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 2)
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+	coldStart(t, c, set)
+	t0 := time.Date(2026, 12, 5, 5, 28, 0, 0, time.UTC)
+	setConditions(t, c, "db-1", t0.Add(time.Minute), t0.Add(3*time.Second)) // Ready, then not
+	db0 := rankRoler(c, "db-0", "echo 5", 2, 0)
+	if role, _, err := db0.Bootstrap(ctx, set, fqdn("db-0")); !errors.Is(err, ErrRankAwaited) || !strings.Contains(err.Error(), "not asked again: db-1") {
+		t.Fatalf("db-0 asking again, db-1 was Ready since: %q, %v; want db-1's rank awaited", role, err)
+	}
+	db1 := rankRoler(c, "db-1", "echo 9", 2, 0)
+	if role, former, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "form" || former != fqdn("db-1") {
+		t.Fatalf("db-1 asking again with the higher rank: %q former %q, %v; want form", role, former, err)
+	}
+	if role, former, err := db0.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "join" || former != fqdn("db-1") {
+		t.Errorf("db-0 after the decision: %q former %q, %v; want join db-1", role, former, err)
+	}
+	if rec := readRecord(t, c); rec.Pod != "db-1" || rec.UID != "u1" {
+		t.Errorf("record names %s (%s); want db-1 (u1)", rec.Pod, rec.UID)
+	}
+}
+
+// TestRolerJoinerAsksBeforeTheFormer: every member crashed in place and
+// db-1 asks again before db-0, the former, does. db-0 is not Ready, so
+// db-1 does not join it (it would start and wait for a member that has
+// not asked yet, and be awaited by it): it withdraws and waits for db-0's
+// rank. Once db-0 asks again, the ranks decide.
+func TestRolerJoinerAsksBeforeTheFormer(t *testing.T) {
+	ctx := t.Context()
+	c := shutDown(t, 2)
+	set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+	coldStart(t, c, set)
+	t0 := time.Date(2026, 12, 5, 5, 28, 0, 0, time.UTC)
+	setConditions(t, c, "db-0", t0.Add(time.Minute), t0.Add(3*time.Second))
+	setConditions(t, c, "db-1", t0.Add(time.Minute), t0.Add(3*time.Second))
+	db1 := rankRoler(c, "db-1", "echo 9", 2, 0)
+	for range 2 { // the withdrawal, then the wait
+		if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); !errors.Is(err, ErrRankAwaited) || !strings.Contains(err.Error(), "not asked again: db-0") {
+			t.Fatalf("db-1 asking again before db-0: %q, %v; want db-0's rank awaited", role, err)
+		}
+	}
+	db0 := rankRoler(c, "db-0", "echo 5", 2, 0)
+	if role, former, err := db0.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "join" || former != fqdn("db-1") {
+		t.Errorf("db-0 asking again: %q former %q, %v; want join db-1 (the higher rank)", role, former, err)
+	}
+	if role, former, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "form" || former != fqdn("db-1") {
+		t.Errorf("db-1 after the decision: %q former %q, %v; want form", role, former, err)
+	}
+}
+
+// coldStart runs the cold start of shutDown's db-0 and db-1: db-0 has the
+// higher rank and forms, db-1 joins. It returns their Rolers.
+func coldStart(t *testing.T, c *fake.Clientset, set peer.Set) (db0, db1 *Roler) {
+	t.Helper()
+	ctx := t.Context()
+	db0 = rankRoler(c, "db-0", "echo 5", 2, 0)
+	db1 = rankRoler(c, "db-1", "echo -1", 2, 0)
+	for _, r := range []*Roler{db0, db1, db0} {
+		_, _, _ = r.Bootstrap(ctx, set, fqdn(r.Pod))
+	}
+	if role, _, err := db0.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" {
+		t.Fatalf("db-0 at the cold start: %q, %v; want form", role, err)
+	}
+	if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" {
+		t.Fatalf("db-1 at the cold start: %q, %v; want join", role, err)
+	}
+	return db0, db1
+}
+
+func readRecord(t *testing.T, c *fake.Clientset) *Record {
+	t.Helper()
+	rec, err := (&Lease{Leases: clientset.Wrap(c).Leases, Namespace: "ns", Name: "db-formed"}).Read(t.Context())
+	if err != nil || rec == nil {
+		t.Fatalf("read the record: %v, %v", rec, err)
+	}
+	return rec
 }
 
 func TestPodStateWasReady(t *testing.T) {

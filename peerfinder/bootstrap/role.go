@@ -70,6 +70,9 @@ type Record struct {
 	Members []Member
 	// Ranks are the members' rank entries under -form-rank, by pod name.
 	Ranks map[string]Rank
+	// Epoch counts the writes of a former over an existing Lease (its
+	// spec.leaseTransitions): each rank decision starts a new one.
+	Epoch int32
 
 	version string // the Lease's resourceVersion when read
 }

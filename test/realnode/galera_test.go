@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,6 +155,8 @@ func TestAppGalera(t *testing.T) {
 	b.checkRows(b.podNames("galera", 3), rows)
 	b.crashInPlaceRestores(uuid)
 	b.checkRows(b.podNames("galera", 3), rows)
+	b.stopInPlaceRanksDecide(uuid)
+	b.checkRows(b.podNames("galera", 3), rows)
 
 	b.deletePod("galera-2", "data-galera-2")
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
@@ -255,10 +258,47 @@ func (b *bed) crashInPlaceRestores(uuid string) {
 	}
 }
 
+// stopInPlaceRanksDecide stops every member's mariadbd cleanly (SIGTERM)
+// at once, the pods kept, as a cluster that lost its primary component in
+// place and whose liveness probes restarted every member (galera-4's round
+// 35): a clean stop removes gvwstate.dat, so Galera restores nothing, and
+// every member had been Ready since it was told its role. Each container
+// restarts in its pod and asks peer-finder again, withdrawing its running
+// mark; the ranks decide, exactly one member forms from its data, and the
+// cluster keeps its state uuid. Before, each was told join and none formed.
+func (b *bed) stopInPlaceRanksDecide(uuid string) {
+	b.t.Helper()
+	pods := b.podNames("galera", 3)
+	start := b.stopInPlace(syscall.SIGTERM, pods...)
+	if got := b.waitGalera(galeraExample, 3, 6*time.Minute); got != uuid {
+		b.t.Fatalf("every member stopped in place: cluster %s, want %s", got, uuid)
+	}
+	b.t.Logf("every member stopped in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	formed, decided := 0, 0
+	for _, p := range pods {
+		log := b.logs(p, apps.GaleraContainer, false)
+		if !strings.Contains(log, "asking peer-finder for the role again") {
+			b.t.Errorf("%s's restarted mariadb container did not ask again:\n%s", p, log)
+		}
+		formed += strings.Count(log, "forming a new cluster from this member's data")
+		decided += strings.Count(log, "recording the member with the highest rank as the former")
+	}
+	if formed != 1 || decided < 1 {
+		b.t.Errorf("%d members formed (want 1), %d recorded a rank decision (want at least 1)", formed, decided)
+	}
+}
+
 // crashInPlace kills the mariadbd of pods with SIGKILL and waits until
 // each pod's mariadb container restarted in place; it returns when it
 // killed them.
 func (b *bed) crashInPlace(pods ...string) time.Time {
+	b.t.Helper()
+	return b.stopInPlace(syscall.SIGKILL, pods...)
+}
+
+// stopInPlace sends sig to the mariadbd of pods and waits until each pod's
+// mariadb container restarted in place; it returns when it signalled them.
+func (b *bed) stopInPlace(sig syscall.Signal, pods ...string) time.Time {
 	b.t.Helper()
 	restarts := map[string]int32{}
 	for _, p := range pods {
@@ -271,7 +311,7 @@ func (b *bed) crashInPlace(pods ...string) time.Time {
 		}
 	}
 	for _, p := range pods {
-		b.killInPod(p, "mariadbd")
+		b.signalInPod(p, "mariadbd", sig)
 	}
 	start := time.Now()
 	for _, p := range pods {

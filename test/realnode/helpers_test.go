@@ -373,6 +373,13 @@ func (b *bed) dumpContainers(pods []string, tail int64, containers ...string) {
 // POD_NAME in their environment. At least one must be found.
 func (b *bed) killInPod(pod, comm string) {
 	b.t.Helper()
+	b.signalInPod(pod, comm, syscall.SIGKILL)
+}
+
+// signalInPod sends sig to every process comm of pod (found by its
+// environment, from the host).
+func (b *bed) signalInPod(pod, comm string, sig syscall.Signal) {
+	b.t.Helper()
 	procs, err := procfs.AllProcs()
 	if err != nil {
 		b.t.Fatal(err)
@@ -386,8 +393,8 @@ func (b *bed) killInPod(pod, comm string) {
 		if err != nil || !slices.Contains(env, "POD_NAMESPACE="+b.ns) || !slices.Contains(env, "POD_NAME="+pod) {
 			continue
 		}
-		if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
-			b.t.Fatalf("kill %s (pid %d) of %s: %v", comm, p.PID, pod, err)
+		if err := syscall.Kill(p.PID, sig); err != nil {
+			b.t.Fatalf("signal %v to %s (pid %d) of %s: %v", sig, comm, p.PID, pod, err)
 		}
 		killed++
 	}
