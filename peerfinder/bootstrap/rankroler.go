@@ -50,12 +50,14 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 	for i := in.FirstOrdinal; i < in.FirstOrdinal+n; i++ {
 		rin.Expected = append(rin.Expected, fmt.Sprintf("%s-%d", prefix, i))
 	}
-	// The former's pod first: while it exists and has not withdrawn its
-	// mark (the steady state) the rank rule does not apply and the other
-	// pods need not be read, unless it is this pod asking again.
-	mine, ok := rec.Ranks[r.Pod]
-	again := !told && ok && mine.UID == in.SelfUID && (mine.Role != "" || rin.withdrew(r.Pod, in.SelfUID))
-	for _, name := range append([]string{rec.Pod, r.Pod}, rin.Expected...) {
+	// This pod is itself (only its UID is used). The former's pod first:
+	// while it exists and has not withdrawn its mark (the steady state) the
+	// rank rule does not apply and the other pods need not be read, unless
+	// it is this pod asking again, or the former is not Ready while this
+	// pod asks again.
+	rin.Pods[r.Pod] = PodState{UID: in.SelfUID}
+	again := rin.asking()
+	for _, name := range append([]string{rec.Pod}, rin.Expected...) {
 		if _, seen := rin.Pods[name]; seen {
 			continue
 		}
@@ -66,7 +68,7 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		if ok {
 			rin.Pods[name] = st
 		}
-		if name == rec.Pod && ok && st.UID == rec.UID && st.UID != in.SelfUID && !rin.withdrew(rec.Pod, rec.UID) && (st.Ready || !again) {
+		if name == rec.Pod && ok && st.UID == rec.UID && !rin.withdrew(rec.Pod, rec.UID) && (st.Ready || !again) {
 			break
 		}
 	}
