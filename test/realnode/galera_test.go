@@ -196,6 +196,14 @@ func TestAppGalera(t *testing.T) {
 func (b *bed) cutOffRejoins(pod, uuid string) {
 	b.t.Helper()
 	ex := apps.NewExec(b.Config, b.Client)
+	before, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	restarts := int32(0)
+	if s := status(before, apps.GaleraContainer); s != nil {
+		restarts = s.RestartCount // its joins may have restarted it already
+	}
 	go func() { // blocks while gcomm tries the address; its error is expected
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -208,7 +216,7 @@ func (b *bed) cutOffRejoins(pod, uuid string) {
 	})
 	b.waitPod(pod, "its mariadb container restarted by the liveness probe", 4*time.Minute, func(p *corev1.Pod) bool {
 		s := status(p, apps.GaleraContainer)
-		return s != nil && s.RestartCount >= 1
+		return s != nil && s.RestartCount > restarts
 	})
 	restarted := time.Since(start)
 	if got := b.waitGalera(galeraExample, 3, 5*time.Minute); got != uuid {
@@ -239,10 +247,12 @@ func (b *bed) formerCrashRejoins(uuid string) {
 
 // crashInPlaceRestores kills every member's mariadbd with SIGKILL, the
 // pods kept (as a power loss of every node short enough that no pod is
-// replaced): each container restarts in its pod and is told join (the
-// others were Ready since they were told), and each starts at once with
-// the view of the primary component it crashed in, which Galera restores
-// when all three are back.
+// replaced): each container restarts in its pod and asks peer-finder
+// again. No member is Ready, so each withdraws its running mark and the
+// ranks (the positions InnoDB recovers) decide: exactly one member forms
+// from its recovered position, keeping the cluster's uuid, and the others,
+// with the view of the primary component they crashed in, start at once
+// and join it.
 func (b *bed) crashInPlaceRestores(uuid string) {
 	b.t.Helper()
 	pods := b.podNames("galera", 3)
@@ -251,10 +261,17 @@ func (b *bed) crashInPlaceRestores(uuid string) {
 		b.t.Fatalf("every member crashed in place: cluster %s, want %s", got, uuid)
 	}
 	b.t.Logf("every member crashed in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
+	formed := 0
 	for _, p := range pods {
-		if log := b.logs(p, apps.GaleraContainer, false); !strings.Contains(log, "crashed in a primary component: starting at once") {
-			b.t.Errorf("%s did not start at once with its view of the primary component:\n%s", p, log)
+		switch log := b.logs(p, apps.GaleraContainer, false); {
+		case strings.Contains(log, "forming a new cluster from this member's data"):
+			formed++
+		case !strings.Contains(log, "crashed in a primary component: starting at once"):
+			b.t.Errorf("%s neither formed nor started at once with its view of the primary component:\n%s", p, log)
 		}
+	}
+	if formed != 1 {
+		b.t.Errorf("%d members formed from their data; want 1", formed)
 	}
 }
 
@@ -276,6 +293,11 @@ func (b *bed) stopInPlaceRanksDecide(uuid string) {
 	b.t.Logf("every member stopped in place: one cluster of 3 again after %s", time.Since(start).Round(time.Second))
 	formed, decided := 0, 0
 	for _, p := range pods {
+		if pod, err := b.Client.CoreV1().Pods(b.ns).Get(context.Background(), p, metav1.GetOptions{}); err == nil {
+			if s := status(pod, apps.GaleraContainer); s != nil && s.State.Running != nil {
+				b.t.Logf("%s: mariadb container started again %s after the stop (restart %d)", p, s.State.Running.StartedAt.Sub(start).Round(time.Second), s.RestartCount)
+			}
+		}
 		log := b.logs(p, apps.GaleraContainer, false)
 		if !strings.Contains(log, "asking peer-finder for the role again") {
 			b.t.Errorf("%s's restarted mariadb container did not ask again:\n%s", p, log)
