@@ -193,7 +193,8 @@ type Campaign struct {
 	// the rule that finds a deadlocked bootstrap; unlike a deadline it does
 	// not grow with how busy the machine is: a slow OrderedReady step
 	// still progresses (a pod gets its address, etcd answers, a member
-	// starts), a deadlock does not. Zero Stall: Deadline alone.
+	// starts), a deadlock does not. Each new pod start counts as progress
+	// too (see PodStarts). Zero Stall: Deadline alone.
 	Stall, Deadline time.Duration
 	// LogDir, when set, receives the containers' logs of failed rounds.
 	LogDir string
@@ -305,6 +306,10 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 	}
 	read := Reader{Exec: NewExec(c.Config, c.Client), HTTP: &c.http}
 	seen := map[string]bool{}
+	// started are the round's pod starts seen (PodStarts): part of the
+	// progress, so that a member busy before its application answers (a
+	// first start initializing its data) is not taken for a stall.
+	started := map[string]bool{}
 	// judge records every cluster identity seen in the round: more than
 	// one is a split brain, whichever reader saw it; so is an observation
 	// that shows two clusters at once.
@@ -347,9 +352,11 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 			}
 			// Poll cheaply; a healthy poll is confirmed as the
 			// application tests judge.
-			read.IPs = c.podIPs(ctx, ns)
+			var list []corev1.Pod
+			read.IPs, list = c.podIPs(ctx, ns)
+			PodStarts(list, started)
 			o := judge(c.App.Observe(ctx, read, ns, pods, false, mark))
-			clock.observe(o.Progress, time.Now())
+			clock.observe(o.Progress+len(started), time.Now())
 			if o.Healthy && pending == 0 {
 				o = judge(c.App.Observe(ctx, read, ns, pods, true, mark))
 			}
@@ -410,7 +417,7 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 func (c *Campaign) mark(ctx context.Context, read Reader, ns string, pods []string) (string, error) {
 	deadline := time.Now().Add(cmp.Or(c.Stall, time.Minute))
 	for {
-		read.IPs = c.podIPs(ctx, ns)
+		read.IPs, _ = c.podIPs(ctx, ns)
 		mark, err := c.App.Mark(ctx, read, ns, pods)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return mark, err
@@ -475,20 +482,46 @@ func (c *stallClock) stalled(now time.Time, stall time.Duration) bool {
 	return stall > 0 && now.Sub(c.rise) > stall
 }
 
-// podIPs are the addresses of ns's running pods, by name; none when the
-// pods cannot be listed.
-func (c *Campaign) podIPs(ctx context.Context, ns string) map[string]string {
+// podIPs are the addresses of ns's running pods, by name, and the pods;
+// none when the pods cannot be listed.
+func (c *Campaign) podIPs(ctx context.Context, ns string) (map[string]string, []corev1.Pod) {
 	ips := map[string]string{}
 	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return ips
+		return ips, nil
 	}
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
 			ips[p.Name] = p.Status.PodIP
 		}
 	}
-	return ips
+	return ips, list.Items
+}
+
+// PodStarts adds to seen each step of the pods' starts not seen before,
+// keyed by pod UID: the pod got its address, its init containers finished,
+// and each container started (once per pod, however often it restarts, so
+// a crash loop is not progress).
+func PodStarts(pods []corev1.Pod, seen map[string]bool) {
+	for _, p := range pods {
+		uid := string(p.UID)
+		if p.DeletionTimestamp != nil || uid == "" {
+			continue
+		}
+		if p.Status.PodIP != "" {
+			seen[uid+"/address"] = true
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodInitialized && c.Status == corev1.ConditionTrue {
+				seen[uid+"/initialized"] = true
+			}
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.State.Running != nil || st.RestartCount > 0 {
+				seen[uid+"/"+st.Name] = true
+			}
+		}
+	}
 }
 
 // wipe deletes a pod's claim and the pod, so it comes back with an empty

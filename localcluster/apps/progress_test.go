@@ -3,6 +3,10 @@ package apps
 import (
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestEtcdProgress: every step of a bootstrap raises the score, and views
@@ -57,5 +61,42 @@ func TestStallClock(t *testing.T) {
 	}
 	if c.stalled(at(10_000), 0) {
 		t.Error("stalled with a zero stall time")
+	}
+}
+
+// TestPodStarts: a pod's address, its init containers' end and each
+// container's start each count once per pod; a restart of a container, a
+// pod being deleted and a repeated observation add nothing; a new pod of
+// the same name counts again.
+func TestPodStarts(t *testing.T) {
+	pod := func(uid, ip string, initialized bool, containers ...corev1.ContainerStatus) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "galera-0", UID: types.UID(uid)}, Status: corev1.PodStatus{PodIP: ip, ContainerStatuses: containers}}
+		if initialized {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}}
+		}
+		return p
+	}
+	running := corev1.ContainerStatus{Name: "mariadb", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	waiting := corev1.ContainerStatus{Name: "mariadb", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}}
+	restarted := corev1.ContainerStatus{Name: "mariadb", RestartCount: 1, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}
+	deleting := pod("u2", "10.0.0.2", true, running)
+	deleting.DeletionTimestamp = &metav1.Time{}
+	seen := map[string]bool{}
+	for i, step := range []struct {
+		pods []corev1.Pod
+		want int
+	}{
+		{pods: []corev1.Pod{pod("u1", "", false)}, want: 0},
+		{pods: []corev1.Pod{pod("u1", "10.0.0.1", false, waiting)}, want: 1},
+		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, waiting)}, want: 2},
+		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, running)}, want: 3},
+		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, restarted)}, want: 3},
+		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, running), deleting}, want: 3},
+		{pods: []corev1.Pod{pod("u3", "10.0.0.3", true, running)}, want: 6},
+	} {
+		PodStarts(step.pods, seen)
+		if len(seen) != step.want {
+			t.Errorf("step %d: %d starts seen %v; want %d", i, len(seen), seen, step.want)
+		}
 	}
 }
