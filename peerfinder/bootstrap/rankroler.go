@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
@@ -73,7 +74,58 @@ func (r *Roler) rankDecision(ctx context.Context, in Input) (RankDecision, bool,
 		}
 	}
 	d := DecideRank(rin)
+	if runner := runnerJoined(d, rin, again, told); runner != "" {
+		if left := r.confirmRunning(runner, rin.Pods[runner].UID); left > 0 {
+			return RankDecision{Reason: RankAwaited, Awaited: []string{runner},
+				Detail: fmt.Sprintf("this member asks again and %s is Ready: confirming it runs, %s more (a member stopped with this one may still show Ready)", runner, left.Round(time.Second))}, true, nil
+		}
+	} else {
+		r.confirmRunning("", "")
+	}
 	return d, d.Reason != RankNotApplicable, nil
+}
+
+// RunningSettle is how long a member asking again sees another member
+// Ready before it is told to join it: the kubelet reports a stopped
+// container's pod not Ready a moment after it stopped, and a member whose
+// process stopped together with this one (every member crashed in place)
+// must not be joined.
+const RunningSettle = 10 * time.Second
+
+// runnerJoined returns the member Self would be told to join because its
+// pod is Ready, while Self asks again and has not been told its role by
+// this process: the record's former (the rank rule does not apply) or a
+// running member (MemberRunning); "" otherwise.
+func runnerJoined(d RankDecision, rin RankInput, again, told bool) string {
+	switch {
+	case !again || told:
+		return ""
+	case d.Reason == MemberRunning:
+		return d.Former
+	case d.Reason == RankNotApplicable && rin.Record.Pod != rin.Self:
+		if p, ok := rin.Pods[rin.Record.Pod]; ok && p.Ready {
+			return rin.Record.Pod
+		}
+	}
+	return ""
+}
+
+// confirmRunning returns how much longer pod (by uid) must be seen Ready,
+// counted from the first of the consecutive checks that saw it; "" forgets.
+func (r *Roler) confirmRunning(pod, uid string) time.Duration {
+	now := time.Now()
+	if r.Clock != nil {
+		now = r.Clock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running.pod != pod || r.running.uid != uid {
+		r.running.pod, r.running.uid, r.running.since = pod, uid, now
+	}
+	if pod == "" {
+		return 0
+	}
+	return RunningSettle - now.Sub(r.running.since)
 }
 
 // byRank acts on a rank decision that applies: it runs the rank command

@@ -313,6 +313,67 @@ func TestRolerJoinerAsksBeforeTheFormer(t *testing.T) {
 	}
 }
 
+// TestRolerAskingAgainConfirmsTheRunner is TestAppGalera's every-member
+// crash as it failed in CI: db-1's container restarted at once and asked
+// again while db-0's pod, whose mariadbd was killed a moment before, still
+// showed Ready. Before, db-1 was told join at once, started at once with
+// its view of the primary component and waited for db-0, while db-0,
+// asking again later, awaited db-1's rank: neither went on. Now db-1 sees
+// db-0 Ready for RunningSettle before it joins it; when db-0 turns not
+// Ready meanwhile, db-1 withdraws and awaits db-0's rank, and the ranks
+// decide.
+func TestRolerAskingAgainConfirmsTheRunner(t *testing.T) {
+	ctx := t.Context()
+	for _, stays := range []bool{true, false} {
+		c := shutDown(t, 2)
+		set := peer.NewSet(member("db-0", 0), member("db-1", 1))
+		coldStart(t, c, set)
+		setPodReady(t, c, "db-0", corev1.ConditionTrue)
+		now := time.Date(2026, 12, 5, 13, 56, 45, 0, time.UTC)
+		db1 := rankRoler(c, "db-1", "echo 5", 2, 0)
+		db1.Clock = func() time.Time { return now }
+		for _, after := range []time.Duration{0, 5 * time.Second} {
+			now = now.Add(after)
+			if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); !errors.Is(err, ErrRankAwaited) || !strings.Contains(err.Error(), "confirming it runs") {
+				t.Fatalf("stays %v: db-1 asking again, db-0 Ready for %s: %q, %v; want confirming db-0 runs", stays, after, role, err)
+			}
+		}
+		if stays {
+			now = now.Add(5 * time.Second)
+			if role, former, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" || former != fqdn("db-0") {
+				t.Errorf("db-1, db-0 Ready for 10s: %q former %q, %v; want join db-0", role, former, err)
+			}
+			continue
+		}
+		setPodReady(t, c, "db-0", corev1.ConditionFalse)
+		for range 2 { // the withdrawal, then the wait
+			if role, _, err := db1.Bootstrap(ctx, set, fqdn("db-1")); !errors.Is(err, ErrRankAwaited) || !strings.Contains(err.Error(), "not asked again: db-0") {
+				t.Fatalf("db-1, db-0 not Ready any more: %q, %v; want db-0's rank awaited", role, err)
+			}
+		}
+		db0 := rankRoler(c, "db-0", "echo 5", 2, 0)
+		if role, former, err := db0.Bootstrap(ctx, set, fqdn("db-0")); err != nil || role != "form" || former != fqdn("db-0") {
+			t.Errorf("db-0 asking again: %q former %q, %v; want form (the same rank, the lower ordinal)", role, former, err)
+		}
+		if role, former, err := db1.Bootstrap(ctx, set, fqdn("db-1")); err != nil || role != "join" || former != fqdn("db-0") {
+			t.Errorf("db-1 after the decision: %q former %q, %v; want join db-0", role, former, err)
+		}
+	}
+}
+
+// setPodReady sets pod's Ready condition to st.
+func setPodReady(t *testing.T, c *fake.Clientset, pod string, st corev1.ConditionStatus) {
+	t.Helper()
+	p, err := c.CoreV1().Pods("ns").Get(t.Context(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+	if _, err := c.CoreV1().Pods("ns").Update(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // coldStart runs the cold start of shutDown's db-0 and db-1: db-0 has the
 // higher rank and forms, db-1 joins. It returns their Rolers.
 func coldStart(t *testing.T, c *fake.Clientset, set peer.Set) (db0, db1 *Roler) {

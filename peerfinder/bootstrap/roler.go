@@ -43,11 +43,18 @@ type Roler struct {
 	// Size returns the number of expected members whose ranks are awaited
 	// (spec.replicas or -expect); required with Rank.
 	Size func() int
+	// Clock returns the time (RunningSettle); nil: time.Now.
+	Clock func() time.Time
 
 	mu      sync.Mutex
 	self    *Member // read once from Data
 	last    Decision
 	awaited string // the last rank-awaited detail logged
+	// running is the member seen Ready since while this one asks again.
+	running struct {
+		pod, uid string
+		since    time.Time
+	}
 }
 
 // ErrNoRole is wrapped by Role when no role can be given yet (reason
