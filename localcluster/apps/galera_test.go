@@ -286,6 +286,62 @@ func TestGaleraAliveProbe(t *testing.T) {
 	}
 }
 
+// TestGaleraAliveProbeJoining runs examples/apps/galera's alive.sh while
+// mariadbd joins and does not answer SQL yet: it passes while run.sh waits
+// (no $RUN/joining) and while one of the addresses mariadbd started with
+// answers on Galera's port, and fails once none has for 60 s (a joiner
+// that started at once with its view of a primary component, waiting for
+// members that wait for it); in the primary component it forgets them.
+func TestGaleraAliveProbeJoining(t *testing.T) {
+	g := newGaleraScripts(t)
+	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
+	g.stub("date", `echo "$NOW"`)
+	// timeout 5 mariadb runs the stub mariadb; timeout 2 bash -c ': </dev/tcp/...'
+	// is a try on Galera's port.
+	g.stub("timeout", fmt.Sprintf(`[ "$2" != bash ] && shift && exec "$@"; echo "$4" >> %s/tried; [ "$ANSWER" = yes ]`, g.run))
+	joining := filepath.Join(g.run, "joining")
+	for i, step := range []struct {
+		status, answer string
+		joining        bool // run.sh started mariadbd as a joiner
+		now            int
+		fail           bool
+	}{
+		{now: 100, answer: "no"}, // run.sh waits for a member to answer
+		{now: 500, answer: "no"},
+		{joining: true, now: 1000, answer: "no"},
+		{joining: true, now: 1059, answer: "no"},
+		{joining: true, now: 1060, answer: "no", fail: true},
+		{joining: true, now: 1070, answer: "yes"}, // a state transfer from a donor
+		{joining: true, now: 1200, answer: "no"},
+		{joining: true, now: 1259, answer: "no"},
+		{joining: true, now: 1260, answer: "no", fail: true},
+		{joining: true, status: "Primary", now: 1270, answer: "no"},
+		{now: 1400, answer: "no"}, // joined: SQL not answering is not this rule's
+		{now: 1500, answer: "no"},
+	} {
+		if step.joining {
+			g.write(joining, "10.0.0.1\n10.0.0.3\n")
+		} else if _, err := os.Stat(joining); err == nil && i < 10 {
+			t.Fatalf("step %d: $RUN/joining exists", i)
+		}
+		os.Remove(filepath.Join(g.run, "tried"))
+		cmd := g.command("alive.sh", "STATUS="+step.status, "ANSWER="+step.answer, fmt.Sprintf("NOW=%d", step.now))
+		out, err := cmd.CombinedOutput()
+		if failed := err != nil; failed != step.fail {
+			t.Errorf("step %d (joining %v, answer %s at %d): failed %v (%v: %s), want %v", i, step.joining, step.answer, step.now, failed, err, out, step.fail)
+		}
+		tried, _ := os.ReadFile(filepath.Join(g.run, "tried"))
+		if want := step.joining && step.status == ""; want != (string(tried) != "") || want && !strings.Contains(string(tried), "/dev/tcp/10.0.0.1/4567") || want && !strings.Contains(string(tried), "/dev/tcp/10.0.0.3/4567") {
+			t.Errorf("step %d: tried %q; want both addresses tried %v", i, tried, want)
+		}
+		if step.status == "Primary" {
+			if _, err := os.Stat(joining); !os.IsNotExist(err) {
+				t.Errorf("step %d: in the primary component, $RUN/joining kept (%v)", i, err)
+			}
+		}
+	}
+}
+
 // TestGaleraRecoveredPosition runs examples/apps/galera's rank.sh and
 // run.sh against a stub mariadbd on data that did not stop cleanly
 // (grastate.dat's seqno -1): rank.sh prints the seqno InnoDB recovers, and
@@ -399,13 +455,19 @@ func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		g.stub("resolveip", `case $2 in galera-0.galera) echo 10.0.0.1;; galera-3.galera) echo 10.0.0.4;; *) exit 1;; esac`)
 		g.write(filepath.Join(g.data, "gvwstate.dat"), c.gvwstate)
-		for file, text := range map[string]string{"self": "galera-1.galera", "role": "join", "former": "galera-0.galera", "peers": "galera-0.galera\ngalera-1.galera"} {
+		for file, text := range map[string]string{"self": "galera-1.galera", "role": "join", "former": "galera-0.galera", "peers": "galera-0.galera\ngalera-1.galera\ngalera-2.galera\ngalera-3.galera"} {
 			g.write(filepath.Join(g.run, file), text+"\n")
 		}
 		out, err := g.command("run.sh").Output()
 		if started := err == nil && strings.TrimSpace(string(out)) == "mariadbd"; started != c.starts {
 			t.Errorf("%s: run.sh started mariadbd %v (%q, %v); want %v", c.name, started, out, err, c.starts)
+		}
+		// The addresses mariadbd started with, for alive.sh: the names
+		// that resolve (galera-2 does not).
+		if joining, _ := os.ReadFile(filepath.Join(g.run, "joining")); c.starts && string(joining) != "10.0.0.1\n10.0.0.4\n" || !c.starts && len(joining) > 0 {
+			t.Errorf("%s: $RUN/joining %q; want the resolved addresses when mariadbd started", c.name, joining)
 		}
 		if _, err := os.Stat(filepath.Join(g.data, "gvwstate.dat")); os.IsNotExist(err) == c.starts {
 			t.Errorf("%s: gvwstate.dat kept %v; want %v", c.name, !os.IsNotExist(err), c.starts)

@@ -64,7 +64,44 @@ func (b *bed) waitGalera(g galeraSet, n int, timeout time.Duration) string {
 // dumpGalera logs the last lines of the containers' logs of g's first n
 // pods (mariadbd's own log is long).
 func (b *bed) dumpGalera(g galeraSet, n int) {
-	b.dumpContainers(b.podNames(g.name, n), 80, "bootstrap", g.client.Container)
+	pods := b.podNames(g.name, n)
+	b.dumpContainers(pods, 80, "bootstrap", g.client.Container)
+	b.galeraStory(pods, g.client.Container)
+}
+
+// joinedAddresses matches run.sh's line for a joiner, with the addresses
+// its names resolved to.
+var joinedAddresses = regexp.MustCompile(`joining gcomm://\S+ \(\d+\.\d+\.\d+\.\d+( \d+\.\d+\.\d+\.\d+)*\)`)
+
+// storyLine matches what run.sh logs (a time, then words) and peer-finder's
+// decisions, among mariadbd's own lines (which start with a date).
+var storyLine = regexp.MustCompile(`^\d\d:\d\d:\d\d |msg="(bootstrap role|awaiting ranks|rank|rank command failed[^"]*|recording the member with the highest rank as the former|adopting the cluster record)"`)
+
+// galeraStory logs, last (so that a cut log keeps it), what each pod's
+// container was told and did in its previous and current runs, and the
+// pods' warning events (liveness probe failures, back-off).
+func (b *bed) galeraStory(pods []string, container string) {
+	var story strings.Builder
+	for _, p := range pods {
+		for _, prev := range []bool{true, false} {
+			raw, err := b.Client.CoreV1().Pods(b.ns).GetLogs(p, &corev1.PodLogOptions{Container: container, Previous: prev}).DoRaw(context.Background())
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(&story, "%s/%s (previous %v):\n", p, container, prev)
+			for _, line := range strings.Split(string(raw), "\n") {
+				if storyLine.MatchString(line) {
+					fmt.Fprintf(&story, "  %s\n", line)
+				}
+			}
+		}
+	}
+	if evs, err := b.Client.CoreV1().Events(b.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "type=Warning"}); err == nil {
+		for _, e := range evs.Items {
+			fmt.Fprintf(&story, "event %s %s %s x%d: %s\n", e.LastTimestamp.UTC().Format("15:04:05"), e.InvolvedObject.Name, e.Reason, e.Count, strings.TrimSpace(e.Message))
+		}
+	}
+	b.t.Logf("--- the story (run.sh and peer-finder in %s, warning events):\n%s", container, story.String())
 }
 
 // sql runs statements with mariadb -NB in pod of g (in the example as the
@@ -130,6 +167,11 @@ func TestAppGalera(t *testing.T) {
 	t.Logf("one cluster of 3 after %s: %s", time.Since(start).Round(time.Second), uuid)
 	if log := b.logs("galera-0", "mariadb", false); !strings.Contains(log, "forming a new cluster") {
 		t.Errorf("galera-0 did not form:\n%s", log)
+	}
+	// run.sh records the addresses a joiner's mariadbd starts with
+	// (resolveip, in the image), for alive.sh.
+	if log := b.logs("galera-1", "mariadb", false); !joinedAddresses.MatchString(log) {
+		t.Errorf("galera-1 did not join with the members' addresses resolved:\n%s", log)
 	}
 	if user := b.sql(galeraExample, "galera-0", "SELECT USER()"); user != "flock@localhost" {
 		t.Errorf("mariadb as the container's user is %q, want flock@localhost", user)
