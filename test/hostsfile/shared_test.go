@@ -208,18 +208,23 @@ const blockRestored = "hosts file: block restored after the file was rewritten b
 
 // checkOneWriter checks from the processes' logs that only the holder (and
 // the earlier holders in was) ever led or wrote the file.
+//
+// The holder's lines are awaited: it logs a write after renaming the file
+// into place, and its log reaches the test through a pipe, so the file the
+// test waited for can be there before the line is.
 func checkOneWriter(t *testing.T, procs map[string]*proc, holder string, was []string) {
 	t.Helper()
-	for _, pod := range slices.Sorted(maps.Keys(procs)) {
+	ledWrote := func(pod string) (bool, bool) {
 		logs := procs[pod].Logs()
-		led := len(logtest.Find(logs, "leader: started leading")) > 0
-		wrote := len(logtest.Find(logs, "hosts file applied"))+len(logtest.Find(logs, blockRestored)) > 0
-		switch {
-		case pod == holder && !led:
-			t.Errorf("%s holds the Lease but never logged leading", pod)
-		case pod == holder && !wrote:
-			t.Errorf("%s holds the Lease but never wrote", pod)
-		case pod != holder && !slices.Contains(was, pod) && (led || wrote):
+		return len(logtest.Find(logs, "leader: started leading")) > 0,
+			len(logtest.Find(logs, "hosts file applied"))+len(logtest.Find(logs, blockRestored)) > 0
+	}
+	eventually(t, holder+", which holds the Lease, to log leading and a write", func() (bool, string) {
+		led, wrote := ledWrote(holder)
+		return led && wrote, fmt.Sprintf("led %v, wrote %v", led, wrote)
+	})
+	for _, pod := range slices.Sorted(maps.Keys(procs)) {
+		if led, wrote := ledWrote(pod); pod != holder && !slices.Contains(was, pod) && (led || wrote) {
 			t.Errorf("%s does not hold the Lease but led (%v) or wrote (%v)", pod, led, wrote)
 		}
 	}
