@@ -91,7 +91,7 @@ func main() {
 	nodeFaults := fs.Float64("node-faults", 0, "probability (0 to 1) that a round stops or kills a member's real node and starts it again; 0 none. Takes the cluster's nodes down: never on a cluster others use")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the fault schedule (printed; the same seed gives the same plans)")
 	replicas := fs.Int("replicas", 3, "members at the cold start")
-	stall := fs.Duration("stall", apps.DefaultStall, "a round is stuck when its cluster got no closer to healthy for this long (members starting, joining, becoming healthy); 0 only -deadline")
+	stall := fs.Duration("stall", 0, "a round is stuck when its cluster got no closer to healthy for this long (members starting, joining, becoming healthy); unset: the application's (2m, galera 4m); 0 only -deadline")
 	deadline := fs.Duration("deadline", apps.DefaultDeadline, "time a round has to become healthy (and again after the wipe), however it progresses")
 	restartEvery := fs.Duration("apiserver-restart-every", 3*time.Minute, "restart kube-apiserver this often during the campaign; 0 never")
 	dnsOutageEvery := fs.Duration("dns-outage-every", 0, "stop CoreDNS this often during the campaign (for -dns-outage each time); 0 never")
@@ -107,6 +107,11 @@ func main() {
 	if apps.Apps[*app] == nil {
 		fmt.Fprintf(os.Stderr, "invalid -app: %q is not one of %s\n", *app, strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
 		os.Exit(2)
+	}
+	stallSet := false
+	fs.Visit(func(f *flag.Flag) { stallSet = stallSet || f.Name == "stall" })
+	if !stallSet {
+		*stall = apps.StallFor(*app)
 	}
 	subs, err := parseSubjects(*subjects)
 	if err != nil {

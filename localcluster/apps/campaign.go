@@ -173,6 +173,20 @@ const (
 	DefaultDeadline = 10 * time.Minute
 )
 
+// StallFor is the Stall for rounds of the application app: DefaultStall,
+// and twice that for Galera, whose state transfer to a joining member moves
+// none of the signals its progress reads (the donor Desynced, the joiner
+// silent) for minutes on a loaded machine: galera-4's rounds 37-39, and
+// TestCampaignSmoke's two Galera rounds in a clean clone's CI on
+// 2026-12-05, each stuck 2 minutes into an rsync transfer that was still
+// running.
+func StallFor(app string) time.Duration {
+	if app == "galera" {
+		return 2 * DefaultStall
+	}
+	return DefaultStall
+}
+
 // Campaign runs rounds against a cluster.
 type Campaign struct {
 	Config *rest.Config

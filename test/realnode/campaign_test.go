@@ -41,7 +41,7 @@ func TestCampaignSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &apps.Campaign{Config: b.Config, Client: b.Client, App: apps.Apps[name], Manifests: manifests,
-				Stall: apps.DefaultStall, Deadline: apps.DefaultDeadline, LogDir: t.TempDir(), Edit: apps.ForRealNode}
+				Stall: apps.StallFor(name), Deadline: apps.DefaultDeadline, LogDir: t.TempDir(), Edit: apps.ForRealNode}
 			const rounds = 2
 			var wg sync.WaitGroup
 			outs := make([]apps.Outcome, rounds)
