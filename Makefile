@@ -27,7 +27,7 @@ test: cluster-build images verify helm ## Run all tests (unit, integration, real
 	@# The tally (internal/testing/need) says how many root and real-node tests
 	@# ran and which were skipped, and why.
 	@tally=$$(mktemp); trap 'rm -f "$$tally"' EXIT; \
-	FLOCK_TEST_TALLY=$$tally FLOCK_HELM=$(HELM) $(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=45m ./...; rc=$$?; \
+	FLOCK_TEST_TALLY=$$tally FLOCK_HELM=$(HELM) $(FLOCK_CLUSTER) exec -- $(GO) test -race -count=1 -timeout=55m ./...; rc=$$?; \
 	for k in real-node root; do \
 		echo "$$k tests: $$(grep "^$$k ran " "$$tally" | cut -d' ' -f3 | sort -u | wc -l) ran, $$(grep "^$$k skipped " "$$tally" | cut -d' ' -f3 | sort -u | wc -l) skipped"; \
 		grep "^$$k skipped " "$$tally" | sort -u | sed 's/^/  /'; \
