@@ -214,14 +214,19 @@ func TestRolerJoiningARunningMemberRegisters(t *testing.T) {
 // conditions kubelet writes, at those times.
 func setConditions(t *testing.T, c *fake.Clientset, pod string, notReadySince, initializedAt time.Time) {
 	t.Helper()
+	putConditions(t, c, pod,
+		corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(initializedAt)},
+		corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(notReadySince)})
+}
+
+// putConditions replaces pod's status conditions with conds.
+func putConditions(t *testing.T, c *fake.Clientset, pod string, conds ...corev1.PodCondition) {
+	t.Helper()
 	p, err := c.CoreV1().Pods("ns").Get(t.Context(), pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Status.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(initializedAt)},
-		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(notReadySince)},
-	}
+	p.Status.Conditions = conds
 	if _, err := c.CoreV1().Pods("ns").Update(t.Context(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -364,14 +369,7 @@ func TestRolerAskingAgainConfirmsTheRunner(t *testing.T) {
 // setPodReady sets pod's Ready condition to st.
 func setPodReady(t *testing.T, c *fake.Clientset, pod string, st corev1.ConditionStatus) {
 	t.Helper()
-	p, err := c.CoreV1().Pods("ns").Get(t.Context(), pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
-	if _, err := c.CoreV1().Pods("ns").Update(t.Context(), p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putConditions(t, c, pod, corev1.PodCondition{Type: corev1.PodReady, Status: st})
 }
 
 // coldStart runs the cold start of shutDown's db-0 and db-1: db-0 has the
