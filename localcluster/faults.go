@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -116,10 +117,20 @@ func (s *State) proc(name string) *Proc {
 	return &s.Procs[i]
 }
 
-// restartProc starts a stopped component again with the same arguments.
+// restartProc starts a stopped component again with the same arguments,
+// its output appended to its log after a line that says so (up to
+// maxKeptLog): a fault's post-mortem needs the log from before the restart.
 func (s *State) restartProc(name string) error {
 	p := s.proc(name)
-	np, err := startProc(s.StateDir, p.Name, p.Args[0], p.Args[1:])
+	logPath := filepath.Join(s.StateDir, "logs", p.Name+".log")
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxKeptLog {
+		_ = os.Rename(logPath, logPath+".prev")
+	}
+	if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintf(f, "==== %s started again at %s ====\n", p.Name, time.Now().UTC().Format(time.RFC3339Nano))
+		_ = f.Close()
+	}
+	np, err := startLogged(s.StateDir, p.Name, p.Args[0], p.Args[1:], logPath)
 	if err != nil {
 		return err
 	}

@@ -16,12 +16,23 @@ import (
 
 // startProc starts a component detached from the caller: its own session (so
 // a terminal's Ctrl-C or the end of "go test" does not reach it), stdin from
-// /dev/null, output appended to logs/<name>.log.
+// /dev/null, output to logs/<name>.log; the log of a previous cluster is
+// kept as .prev.
 func startProc(stateDir, name, bin string, args []string) (Proc, error) {
 	logPath := filepath.Join(stateDir, "logs", name+".log")
 	if _, err := os.Stat(logPath); err == nil {
 		_ = os.Rename(logPath, logPath+".prev") // keep one previous run for post-mortems
 	}
+	return startLogged(stateDir, name, bin, args, logPath)
+}
+
+// maxKeptLog is the size past which a restarted component's log is
+// rotated after all: a campaign restarts the API server every few minutes
+// and nodes at random for hours.
+const maxKeptLog = 256 << 20
+
+// startLogged starts the component with its output appended to logPath.
+func startLogged(stateDir, name, bin string, args []string, logPath string) (Proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return Proc{}, fmt.Errorf("open log of %s: %w", name, err)
