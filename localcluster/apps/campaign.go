@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -688,7 +689,8 @@ func shape(o *unstructured.Unstructured, subject string, plan Plan) error {
 	return unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
 }
 
-// saveLogs writes every container's log of the round's pods to LogDir.
+// saveLogs writes every container's log of the round's pods to LogDir,
+// with the objects' status and events (Describe).
 func (c *Campaign) saveLogs(out Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -703,6 +705,15 @@ func (c *Campaign) saveLogs(out Outcome) {
 	if err != nil {
 		return
 	}
+	var sets []appsv1.StatefulSet
+	if l, err := c.Client.AppsV1().StatefulSets(out.NS).List(ctx, metav1.ListOptions{}); err == nil {
+		sets = l.Items
+	}
+	var events []corev1.Event
+	if l, err := c.Client.CoreV1().Events(out.NS).List(ctx, metav1.ListOptions{}); err == nil {
+		events = l.Items
+	}
+	_ = os.WriteFile(filepath.Join(dir, "describe.txt"), []byte(Describe(sets, pods.Items, events, time.Now())), 0o644)
 	for _, p := range pods.Items {
 		for _, ct := range append(p.Spec.InitContainers, p.Spec.Containers...) {
 			for _, prev := range []bool{false, true} {
