@@ -516,7 +516,10 @@ func (c *Campaign) podIPs(ctx context.Context, ns string) (map[string]string, []
 // PodStarts adds to seen each step of the pods' starts not seen before,
 // keyed by pod UID: the pod got its address, its init containers finished,
 // and each container started (once per pod, however often it restarts, so
-// a crash loop is not progress).
+// a crash loop is not progress). Each init container that finished with
+// success counts once per container id: they run again only in a new pod
+// sandbox, a pod coming back after its node was killed (which can take
+// longer than the stall time on a loaded machine), never in a crash loop.
 func PodStarts(pods []corev1.Pod, seen map[string]bool) {
 	for _, p := range pods {
 		uid := string(p.UID)
@@ -534,6 +537,11 @@ func PodStarts(pods []corev1.Pod, seen map[string]bool) {
 		for _, st := range p.Status.ContainerStatuses {
 			if st.State.Running != nil || st.RestartCount > 0 {
 				seen[uid+"/"+st.Name] = true
+			}
+		}
+		for _, st := range p.Status.InitContainerStatuses {
+			if t := st.State.Terminated; t != nil && t.ExitCode == 0 && st.ContainerID != "" {
+				seen[uid+"/"+st.Name+"/"+st.ContainerID] = true
 			}
 		}
 	}

@@ -67,13 +67,18 @@ func TestStallClock(t *testing.T) {
 // TestPodStarts: a pod's address, its init containers' end and each
 // container's start each count once per pod; a restart of a container, a
 // pod being deleted and a repeated observation add nothing; a new pod of
-// the same name counts again.
+// the same name counts again, and so does a new sandbox's init run.
 func TestPodStarts(t *testing.T) {
 	pod := func(uid, ip string, initialized bool, containers ...corev1.ContainerStatus) corev1.Pod {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "galera-0", UID: types.UID(uid)}, Status: corev1.PodStatus{PodIP: ip, ContainerStatuses: containers}}
 		if initialized {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}}
 		}
+		return p
+	}
+	inits := func(p corev1.Pod, id string, exit int32) corev1.Pod {
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "bootstrap", ContainerID: "containerd://" + id,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
 		return p
 	}
 	running := corev1.ContainerStatus{Name: "mariadb", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
@@ -93,6 +98,13 @@ func TestPodStarts(t *testing.T) {
 		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, restarted)}, want: 3},
 		{pods: []corev1.Pod{pod("u1", "10.0.0.1", true, running), deleting}, want: 3},
 		{pods: []corev1.Pod{pod("u3", "10.0.0.3", true, running)}, want: 6},
+		// u3's init container ran: once per container id. A failing run
+		// (a crash loop of an init container) and the same run seen again
+		// add nothing; a run in a new sandbox (its node was killed) does.
+		{pods: []corev1.Pod{inits(pod("u3", "10.0.0.3", true, running), "c1", 0)}, want: 7},
+		{pods: []corev1.Pod{inits(pod("u3", "10.0.0.3", true, restarted), "c1", 0)}, want: 7},
+		{pods: []corev1.Pod{inits(pod("u3", "10.0.0.3", true, restarted), "c2", 1)}, want: 7},
+		{pods: []corev1.Pod{inits(pod("u3", "10.0.0.3", true, running), "c3", 0)}, want: 8},
 	} {
 		PodStarts(step.pods, seen)
 		if len(seen) != step.want {
