@@ -70,8 +70,10 @@ func (b *bed) checkKey(pods []string, key, value string) {
 // others are its replicas; scaled to 5 and back to 3 the same primary has
 // exactly the pods as replicas; a deleted replica comes back as a replica
 // of the same primary; the primary's pod deleted comes back as the primary
-// (it has its data); the primary's pod and claim deleted (its data lost),
-// it comes back as a replica of a promoted replica, never a second primary,
+// (it has its data); the primary's pod and claim deleted (its data lost)
+// while a replica does not answer, it comes back as a replica of a
+// promoted replica, never a second primary, the other replica following
+// that primary too,
 // and a key written at the start is still on every member; that promoted
 // primary scaled away, the remaining member's sidecar promotes it; every
 // pod deleted at once, the same primary comes back.
@@ -126,13 +128,28 @@ func TestAppRedis(t *testing.T) {
 		t.Fatalf("wait 2 20000 on %s: %s replicas acknowledged", primary, n)
 	}
 
+	// One replica does not answer while the primary's replacement decides
+	// (a campaign round: it timed out under load), so the promotion does
+	// not re-point it: it still follows the old primary's name, now a
+	// replica of the promoted one. Its sidecar's hook runs again because
+	// the replaced member's IP changed, and makes it follow the primary.
+	paused := "redis-1"
+	if paused == primary {
+		paused = "redis-2"
+	}
+	b.redisCLI(paused, "client", "pause", "90000", "all")
 	b.deletePod(primary, "data-"+primary)
-	got := b.waitRedis(3, 4*time.Minute)
+	got := b.waitRedis(3, 5*time.Minute)
 	if got == primary {
 		t.Fatalf("%s re-created without its data is the primary: it must follow a promoted replica", primary)
 	}
 	if log := b.logs(primary, "redis", false); !strings.Contains(log, "whose data is gone") || !strings.Contains(log, "starting as a replica of "+got) {
 		t.Errorf("%s did not promote a replica and follow it:\n%s", primary, log)
+	}
+	if got != paused {
+		if log := b.logs(paused, "peer-finder", false); !strings.Contains(log, "following the primary "+got) {
+			t.Errorf("%s (paused while %s decided) did not follow the primary %s from its hook:\n%s", paused, primary, got, log)
+		}
 	}
 	t.Logf("after %s lost its data: primary %s", primary, got)
 	b.checkKey(b.podNames("redis", 3), "flock-check", value)
