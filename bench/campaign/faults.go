@@ -24,6 +24,7 @@ type clusterFaults struct {
 
 	mu   sync.Mutex // serializes changes to the cluster's processes
 	turn sync.Mutex // held while a round's node is down
+	down string     // the node a round's fault took down, with mu held
 	wg   sync.WaitGroup
 }
 
@@ -94,10 +95,24 @@ func (f *clusterFaults) periodically(ctx context.Context, period time.Duration, 
 	})
 }
 
-// stop ends the faults and waits for one in progress.
-func (f *clusterFaults) stop() {
+// stop ends the faults, waits for one in progress, and starts a node a
+// round's fault left down (the round was aborted, or the campaign stopped,
+// before its start): the next campaign and the tests find every node up.
+func (f *clusterFaults) stop() error {
 	close(f.done)
 	f.wg.Wait()
+	f.mu.Lock()
+	node := f.down
+	f.mu.Unlock()
+	if node == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := f.faultNode(ctx, node, localcluster.NodeStart); err != nil {
+		return fmt.Errorf("start node %s, left down by an aborted round: %w", node, err)
+	}
+	return nil
 }
 
 // parseSubjects reads -subjects: flock, upstream, or both.
@@ -127,6 +142,12 @@ func (f *clusterFaults) faultNode(ctx context.Context, node string, fault localc
 	}
 	f.mu.Lock()
 	err := apply(ctx, f.state.StateDir, node, fault)
+	switch {
+	case err == nil && fault == localcluster.NodeStart:
+		f.down = ""
+	case err == nil:
+		f.down = node
+	}
 	if rerr := f.reload(); err == nil {
 		err = rerr
 	}

@@ -57,3 +57,36 @@ func TestFaultNodeOneDownAtATime(t *testing.T) {
 		t.Errorf("calls %q, want %q", calls, want)
 	}
 }
+
+// A node a round took down is started again when the campaign stops
+// before the round's own start (an aborted round, a signal).
+func TestStopStartsTheNodeLeftDown(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(`{"stateDir":"`+dir+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	f := &clusterFaults{state: &localcluster.State{StateDir: dir}, done: make(chan struct{}),
+		fault: func(_ context.Context, _, node string, fault localcluster.NodeFault) error {
+			calls = append(calls, string(fault)+" "+node)
+			return nil
+		}}
+	ctx := context.Background()
+	for _, step := range []struct {
+		node  string
+		fault localcluster.NodeFault
+	}{{"real-0", localcluster.NodeStop}, {"real-0", localcluster.NodeStart}, {"real-2", localcluster.NodeKill}} {
+		if err := f.faultNode(ctx, step.node, step.fault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"stop real-0", "start real-0", "kill real-2", "start real-2"}; !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
+	}
+	if !f.turn.TryLock() {
+		t.Error("the turn is still held after the node's start")
+	}
+}

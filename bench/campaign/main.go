@@ -293,7 +293,9 @@ feed:
 		ran++
 	}
 	workers.Wait()
-	faults.stop()
+	if err := faults.stop(); err != nil {
+		slog.Error("node left down", "err", err)
+	}
 
 	elapsed := time.Since(start)
 	sum := Summary{Run: cmp.Or(cfg.run, start.UTC().Format("20060102T150405Z")), App: cfg.app, Command: cfg.command, Commit: version.Get().Commit, Seed: cfg.seed, Aborted: aborted,
