@@ -126,11 +126,8 @@ func (s *State) restartProc(name string) error {
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxKeptLog {
 		_ = os.Rename(logPath, logPath+".prev")
 	}
-	if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-		fmt.Fprintf(f, "==== %s started again at %s ====\n", p.Name, time.Now().UTC().Format(time.RFC3339Nano))
-		_ = f.Close()
-	}
-	np, err := startLogged(s.StateDir, p.Name, p.Args[0], p.Args[1:], logPath)
+	marker := fmt.Sprintf("==== %s started again at %s ====\n", p.Name, time.Now().UTC().Format(time.RFC3339Nano))
+	np, err := startLogged(s.StateDir, p.Name, p.Args[0], p.Args[1:], logPath, marker)
 	if err != nil {
 		return err
 	}

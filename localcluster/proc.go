@@ -23,7 +23,7 @@ func startProc(stateDir, name, bin string, args []string) (Proc, error) {
 	if _, err := os.Stat(logPath); err == nil {
 		_ = os.Rename(logPath, logPath+".prev") // keep one previous run for post-mortems
 	}
-	return startLogged(stateDir, name, bin, args, logPath)
+	return startLogged(stateDir, name, bin, args, logPath, "")
 }
 
 // maxKeptLog is the size past which a restarted component's log is
@@ -31,13 +31,15 @@ func startProc(stateDir, name, bin string, args []string) (Proc, error) {
 // and nodes at random for hours.
 const maxKeptLog = 256 << 20
 
-// startLogged starts the component with its output appended to logPath.
-func startLogged(stateDir, name, bin string, args []string, logPath string) (Proc, error) {
+// startLogged starts the component with its output appended to logPath,
+// after header.
+func startLogged(stateDir, name, bin string, args []string, logPath, header string) (Proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return Proc{}, fmt.Errorf("open log of %s: %w", name, err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
+	_, _ = logf.WriteString(header)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = stateDir
 	cmd.Stdout, cmd.Stderr = logf, logf

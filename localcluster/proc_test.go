@@ -1,11 +1,14 @@
 package localcluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flockd/flock/internal/testing/await"
 )
 
 // A component restarted in a running cluster (a node fault, the API server
@@ -24,7 +27,7 @@ func TestRestartProcKeepsTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Procs = append(s.Procs, p)
-	waitFor(t, logPath, func(s string) bool { return strings.Contains(s, "first run\n") })
+	waitLog(t, logPath, func(s string) bool { return strings.Contains(s, "first run\n") })
 	if err := s.Procs[0].stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +35,7 @@ func TestRestartProcKeepsTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Procs[0].stop(5 * time.Second) })
-	got := waitFor(t, logPath, func(s string) bool { return strings.Count(s, "first run\n") == 2 })
+	got := waitLog(t, logPath, func(s string) bool { return strings.Count(s, "first run\n") == 2 })
 	if !strings.Contains(got, "==== comp started again") || strings.Contains(got, "the cluster before") {
 		t.Errorf("the log after a restart is %q, want both runs and a marker between", got)
 	}
@@ -41,17 +44,16 @@ func TestRestartProcKeepsTheLog(t *testing.T) {
 	}
 }
 
-// waitFor returns path's content once ok says so (at most 10 s).
-func waitFor(t *testing.T, path string, ok func(string) bool) string {
+// waitLog returns path's content once ok says so.
+func waitLog(t *testing.T, path string, ok func(string) bool) string {
 	t.Helper()
-	var b []byte
-	for range 200 {
-		b, _ = os.ReadFile(path)
-		if ok(string(b)) {
-			return string(b)
+	var got string
+	await.Check(t, func() error {
+		b, _ := os.ReadFile(path)
+		if got = string(b); !ok(got) {
+			return fmt.Errorf("the log is %q", got)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s never became what the test waits for: %q", path, b)
-	return ""
+		return nil
+	}, "the log %s", path)
+	return got
 }
