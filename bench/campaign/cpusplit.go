@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -14,12 +15,12 @@ import (
 // Where a round's core-seconds go (issue 33 #6): the machine's busy time
 // split into the containers (one cgroup holds every container of the real
 // nodes: the applications, their probes and the processes execs start)
-// and the processes outside them that run at both ends of the run, by what
-// they are. What processes that ended during the run spent (each runc a
-// shim starts, the shims of removed containers, components restarted by
-// faults) and interrupts are the rest: a parent's reaped-children time
-// cannot tell them apart (a shim reaps its containers' processes too,
-// which the containers' cgroup already counts).
+// and the processes outside them, by what they are: those alive at the
+// end from /proc, those that ended during the run (each runc a shim
+// starts, the shims of removed containers, components restarted by faults)
+// from process accounting (acct.go). A parent's reaped-children time
+// cannot stand in for the latter: a shim reaps its containers' processes
+// too, which the containers' cgroup already counts.
 
 // containersCgroup is containerd's cgroup parent on the real nodes.
 var containersCgroup = []string{
@@ -47,6 +48,8 @@ func cpuCategory(comm string, pid, self int) string {
 		return "shims and runc"
 	case comm == "coredns":
 		return "CoreDNS"
+	case comm == "bridge", comm == "host-local", comm == "loopback", comm == "portmap":
+		return "CNI plugins"
 	case comm == "kwok":
 		return "kwok"
 	}
@@ -55,6 +58,7 @@ func cpuCategory(comm string, pid, self int) string {
 
 // cpuSample is one reading: the containers' seconds and each process's.
 type cpuSample struct {
+	at         time.Time
 	containers float64
 	procs      map[int]procCPU
 }
@@ -68,7 +72,7 @@ type procCPU struct {
 // sampleCPU reads the containers' cgroup and every process outside it;
 // what cannot be read counts as zero.
 func sampleCPU() cpuSample {
-	s := cpuSample{procs: map[int]procCPU{}}
+	s := cpuSample{at: time.Now(), procs: map[int]procCPU{}}
 	s.containers = containersSeconds()
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
@@ -132,13 +136,21 @@ type CPUShare struct {
 	CoreSecondsPerRound float64 `json:"coreSecondsPerRound"`
 }
 
-// exited names the busy time no sampled process explains.
-const exited = "ended during the run (runc, removed containers' shims, restarted components), interrupts"
+// The busy time no process explains: without process accounting, all that
+// ended; with it, what ended unnamed (runc's setup stages, mount, the
+// machine's other work) and interrupts.
+const (
+	exited      = "ended during the run (runc, removed containers' shims, restarted components), interrupts"
+	exitedOther = "other processes that ended during the run, interrupts"
+)
 
 // cpuSplit returns the busy time between a and b by part, largest first.
 // A process only in b (or whose pid was reused) counts from its start; one
-// only in a is among the exited.
-func cpuSplit(a, b cpuSample, busy float64, rounds int) []CPUShare {
+// only in a counts from a to its end if it is among ended (nil: no process
+// accounting), where a process in no part of the bed is left out, since
+// outside the containers it is nothing named and inside them the cgroup
+// counted it.
+func cpuSplit(a, b cpuSample, ended []endedProc, busy float64, rounds int) []CPUShare {
 	by := map[string]float64{"containers (applications, probes, exec'd commands)": b.containers - a.containers}
 	for pid, q := range b.procs {
 		p, ok := a.procs[pid]
@@ -147,11 +159,26 @@ func cpuSplit(a, b cpuSample, busy float64, rounds int) []CPUShare {
 		}
 		by[q.category] += q.own - p.own
 	}
+	for _, e := range ended {
+		part := cpuCategory(e.comm, -1, 0)
+		if part == "other" {
+			continue
+		}
+		cpu := e.cpu
+		if p, ok := a.procs[e.pid]; ok && e.begin <= a.at.Unix() {
+			cpu -= p.own
+		}
+		by[part] += cpu
+	}
 	sum := 0.0
 	for _, v := range by {
 		sum += v
 	}
-	by[exited] = busy - sum
+	rest := exited
+	if ended != nil {
+		rest = exitedOther
+	}
+	by[rest] = busy - sum
 	var out []CPUShare
 	for part, v := range by {
 		out = append(out, CPUShare{Part: part, CoreSeconds: round1(v), CoreSecondsPerRound: round1(v / float64(max(rounds, 1)))})

@@ -239,6 +239,11 @@ func run(ctx context.Context, cfg config) error {
 
 	start := time.Now()
 	busy0, total0 := machineCPU()
+	ended, err := acctRun(filepath.Join(os.TempDir(), fmt.Sprintf("campaign-%d.acct", os.Getpid())))
+	if err != nil {
+		fmt.Printf("no process accounting (%v): what ended during the run is one part\n", err)
+	}
+	defer ended()
 	cpu0 := sampleCPU()
 	var mu sync.Mutex
 	results := map[string][]apps.Outcome{}
@@ -313,7 +318,8 @@ feed:
 			CoreSecondsPerRound: round1(busy / float64(judged)), RoundsPerHour: round1(float64(judged) / elapsed.Hours())}
 		fmt.Printf("machine CPU: %.0f%% of %.0f cores busy, %.1f core-seconds per judged subject round (%d); %.0f subject rounds per hour\n",
 			100*busy/(total1-total0), cores, busy/float64(judged), judged, float64(judged)/elapsed.Hours())
-		sum.Machine.Split = cpuSplit(cpu0, sampleCPU(), busy, judged)
+		cpu1 := sampleCPU()
+		sum.Machine.Split = cpuSplit(cpu0, cpu1, ended(), busy, judged)
 		printCPUSplit(sum.Machine.Split, busy)
 	}
 	if psi1, err := readPressure(); err == nil && psiErr == nil {
