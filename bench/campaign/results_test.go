@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,17 +76,18 @@ func readSummary(t *testing.T, path string) Summary {
 }
 
 // TestResultsFiles reads every run kept in bench/results and checks that
-// the figures bench/README.md states are the sums of those runs: etcd's
-// counted flock rounds with no split or stuck one, etcd's totals of every
-// run not disturbed, and each other application's rounds, split brains and
-// stuck rounds per subject.
+// the figures bench/README.md states are the sums of those runs: per
+// application its counted flock rounds with no split or stuck one, etcd's
+// totals of every run not disturbed, and each other application's rounds,
+// split brains and stuck rounds per subject.
 func TestResultsFiles(t *testing.T) {
 	dir := filepath.Join("..", "results")
 	files, err := filepath.Glob(filepath.Join(dir, "campaign-run-*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no summaries in %s (%v)", dir, err)
 	}
-	var counted, split, stuck int
+	// counted[app] sums the app's counted flock rounds: rounds, split, stuck.
+	counted := map[string][3]int{}
 	totals := map[string]int{}
 	// others[app][subject] sums the other applications' runs not
 	// disturbed: rounds, split, stuck.
@@ -115,6 +117,10 @@ func TestResultsFiles(t *testing.T) {
 			if sub.Split+sub.Stuck > sub.Rounds || sub.HealthyP50 > sub.HealthyP99 {
 				t.Errorf("%s: %+v is not a possible summary", f, sub)
 			}
+			if s.Counted && sub.Subject == apps.Flock {
+				c := counted[s.App]
+				counted[s.App] = [3]int{c[0] + sub.Rounds, c[1] + sub.Split, c[2] + sub.Stuck}
+			}
 			if s.App != "etcd" {
 				if !s.Disturbed {
 					if others[s.App] == nil {
@@ -128,11 +134,6 @@ func TestResultsFiles(t *testing.T) {
 			if !s.Disturbed {
 				totals[sub.Subject] += sub.Rounds
 			}
-			if s.Counted && sub.Subject == apps.Flock {
-				counted += sub.Rounds
-				split += sub.Split
-				stuck += sub.Stuck
-			}
 		}
 	}
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -140,12 +141,17 @@ func TestResultsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(strings.Fields(string(readme)), " ")
-	figure := statedNumbers(t, text, `\*\*The figure: ([\d,]+) flock rounds of one version of the code .*?, (\d+) split brains, (\d+) stuck\*\*`)
-	if got := []int{counted, split, stuck}; !slices.Equal(got, figure) {
-		t.Errorf("README's figure is %v (rounds, split, stuck); the counted runs sum to %v", figure, got)
-	}
-	if split+stuck != 0 {
-		t.Errorf("a counted run has %d split and %d stuck rounds: the figure counts clean runs only", split, stuck)
+	for app, c := range counted {
+		pattern := fmt.Sprintf(`\*\*The %s figure: ([\d,]+) flock rounds of one version of the code .*?, (\d+) split brains?, (\d+) stuck\*\*`, app)
+		if app == "etcd" { // the first, stated before there were others
+			pattern = `\*\*The figure: ([\d,]+) flock rounds of one version of the code .*?, (\d+) split brains, (\d+) stuck\*\*`
+		}
+		if figure := statedNumbers(t, text, pattern); !slices.Equal(c[:], figure) {
+			t.Errorf("README's %s figure is %v (rounds, split, stuck); the counted runs sum to %v", app, figure, c)
+		}
+		if c[1]+c[2] != 0 {
+			t.Errorf("a counted %s run has %d split and %d stuck rounds: the figure counts clean runs only", app, c[1], c[2])
+		}
 	}
 	all := statedNumbers(t, text, `\*\*([\d,]+) rounds of flock and ([\d,]+) of upstream\*\*`)
 	if got := []int{totals[apps.Flock], totals[apps.Upstream]}; !slices.Equal(got, all) {
@@ -177,4 +183,53 @@ func statedNumbers(t *testing.T, text, pattern string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// TestCountedRunsOneVersion: each application's counted runs ran one
+// version of the subject, tests aside: the packages of this module that
+// peer-finder is built from, go.mod, the application's example and the
+// images' build (hack/images), compared by git between the runs' commits.
+func TestCountedRunsOneVersion(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "results", "campaign-run-*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := map[string][]string{}
+	for _, f := range files {
+		if s := readSummary(t, f); s.Counted {
+			if s.Commit == "" {
+				t.Errorf("%s: a counted run without its commit", f)
+			}
+			commits[s.App] = append(commits[s.App], s.Commit)
+		}
+	}
+	root := filepath.Join("..", "..")
+	out, err := exec.Command("go", "list", "-C", root, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/peer-finder").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/flockd/flock/"
+	var subject []string
+	for _, p := range strings.Fields(string(out)) {
+		if dir, ok := strings.CutPrefix(p, module); ok {
+			subject = append(subject, ":(glob)"+dir+"/*.go")
+		}
+	}
+	if len(subject) < 5 {
+		t.Fatalf("peer-finder is built from %d packages of this module: %q", len(subject), out)
+	}
+	subject = append(subject, "go.mod", "hack/images", ":(exclude)*_test.go")
+	for app, cs := range commits {
+		paths := append(slices.Clone(subject), "examples/apps/"+app)
+		for _, c := range cs[1:] {
+			cmd := exec.Command("git", append([]string{"-C", root, "diff", "--stat", cs[0], c, "--"}, paths...)...)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: git diff %s %s: %v", app, cs[0], c, err)
+			}
+			if len(out) > 0 {
+				t.Errorf("%s: counted runs at %s and %s ran different subjects:\n%s", app, cs[0], c, out)
+			}
+		}
+	}
 }
