@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,8 +188,9 @@ func statedNumbers(t *testing.T, text, pattern string) []int {
 
 // TestCountedRunsOneVersion: each application's counted runs ran one
 // version of the subject, tests aside: the packages of this module that
-// peer-finder is built from, go.mod, the application's example and the
-// images' build (hack/images), compared by git between the runs' commits.
+// peer-finder is built from, the versions of the modules it is built from
+// (go.mod), the application's example and the images' build (hack/images),
+// compared by git between the runs' commits.
 func TestCountedRunsOneVersion(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "results", "campaign-run-*.json"))
 	if err != nil {
@@ -204,32 +206,73 @@ func TestCountedRunsOneVersion(t *testing.T) {
 		}
 	}
 	root := filepath.Join("..", "..")
-	out, err := exec.Command("go", "list", "-C", root, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/peer-finder").Output()
+	out, err := exec.Command("go", "list", "-C", root, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Module.Path}}{{end}}", "./cmd/peer-finder").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	const module = "github.com/flockd/flock/"
+	const module = "github.com/flockd/flock"
 	var subject []string
-	for _, p := range strings.Fields(string(out)) {
-		if dir, ok := strings.CutPrefix(p, module); ok {
+	modules := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		pkg, mod, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if dir, ok := strings.CutPrefix(pkg, module+"/"); ok {
 			subject = append(subject, ":(glob)"+dir+"/*.go")
+		} else if mod != module {
+			modules[mod] = true
 		}
 	}
-	if len(subject) < 5 {
-		t.Fatalf("peer-finder is built from %d packages of this module: %q", len(subject), out)
+	if len(subject) < 5 || !modules["k8s.io/client-go"] {
+		t.Fatalf("peer-finder is built from %d packages of this module and modules %v", len(subject), modules)
 	}
-	subject = append(subject, "go.mod", "hack/images", ":(exclude)*_test.go")
+	subject = append(subject, "hack/images", ":(exclude)*_test.go")
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %q: %v", args, err)
+		}
+		return string(out)
+	}
 	for app, cs := range commits {
 		paths := append(slices.Clone(subject), "examples/apps/"+app)
 		for _, c := range cs[1:] {
-			cmd := exec.Command("git", append([]string{"-C", root, "diff", "--stat", cs[0], c, "--"}, paths...)...)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%s: git diff %s %s: %v", app, cs[0], c, err)
+			if diff := git(append([]string{"diff", "--stat", cs[0], c, "--"}, paths...)...); diff != "" {
+				t.Errorf("%s: counted runs at %s and %s ran different subjects:\n%s", app, cs[0], c, diff)
 			}
-			if len(out) > 0 {
-				t.Errorf("%s: counted runs at %s and %s ran different subjects:\n%s", app, cs[0], c, out)
+			a, b := requires(git("show", cs[0]+":go.mod")), requires(git("show", c+":go.mod"))
+			for m := range modules {
+				if a[m] != b[m] {
+					t.Errorf("%s: counted runs at %s and %s built peer-finder with %s %q and %q", app, cs[0], c, m, a[m], b[m])
+				}
 			}
 		}
+	}
+}
+
+// requires returns go.mod's required versions by module path.
+func requires(gomod string) map[string]string {
+	out := map[string]string{}
+	block := false
+	for line := range strings.Lines(gomod) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case f[0] == "require" && len(f) > 1 && f[1] == "(":
+			block = true
+		case block && f[0] == ")":
+			block = false
+		case f[0] == "require" && len(f) >= 3:
+			out[f[1]] = f[2]
+		case block && len(f) >= 2:
+			out[f[0]] = f[1]
+		}
+	}
+	return out
+}
+
+func TestRequires(t *testing.T) {
+	got := requires("module m\n\ngo 1.26\n\nrequire a.io/x v1.2.0\n\nrequire (\n\tb.io/y v0.1.0\n\tc.io/z v2.0.0 // indirect\n)\n\nreplace a.io/x => ../x\n")
+	want := map[string]string{"a.io/x": "v1.2.0", "b.io/y": "v0.1.0", "c.io/z": "v2.0.0"}
+	if !maps.Equal(got, want) {
+		t.Errorf("requires = %v; want %v", got, want)
 	}
 }
