@@ -56,6 +56,11 @@ type Reader struct {
 	IPs map[string]string
 	// HTTP is the client for requests to the pods' addresses.
 	HTTP *http.Client
+	// Containers are the running containers' ids by pod and container
+	// name (ContainerIDs), for reading a container from this machine
+	// (ContainerRoot); nil when the pods are not on this machine's real
+	// nodes.
+	Containers map[string]map[string]string
 }
 
 // Observation is what one poll says about an application's cluster.

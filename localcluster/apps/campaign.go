@@ -369,6 +369,7 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 			// application tests judge.
 			var list []corev1.Pod
 			read.IPs, list = c.podIPs(ctx, ns)
+			read.Containers = ContainerIDs(list)
 			PodStarts(list, started)
 			o := judge(c.App.Observe(ctx, read, ns, pods, false, mark))
 			clock.observe(o.Progress+len(started), time.Now())

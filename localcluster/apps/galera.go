@@ -2,10 +2,15 @@ package apps
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // GaleraContainer is the container the mariadb client runs in, in
@@ -88,6 +93,61 @@ func ReadGalera(ctx context.Context, ex Exec, ns, pod string, c GaleraClient) Ga
 		return GaleraView{Pod: pod, Size: -1, LastCommitted: -1, Err: fmt.Sprintf("wsrep status: %v: %s", err, strings.TrimSpace(out))}
 	}
 	return ParseGaleraStatus(pod, out)
+}
+
+// galeraSocket is the server's socket in the mariadb container
+// (examples/apps/galera's scripts: $RUN/mysqld.sock).
+const galeraSocket = "/run/mysqld/mysqld.sock"
+
+// ReadGaleraSocket asks the MariaDB in the container whose root (as this
+// machine sees it, ContainerRoot) is root for its wsrep status over its
+// socket, as this machine's root: the example's root@localhost
+// authenticates by socket, as the container's user does with mariadb in
+// an exec. The question and the parsing are ReadGalera's.
+func ReadGaleraSocket(ctx context.Context, pod, root string) GaleraView {
+	ctx, cancel := context.WithTimeout(ctx, tcpTimeout)
+	defer cancel()
+	failed := func(err error) GaleraView {
+		return GaleraView{Pod: pod, Size: -1, LastCommitted: -1, Err: fmt.Sprintf("wsrep status over the socket: %v", err)}
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr, cfg.Timeout = "root", "unix", root+galeraSocket, tcpTimeout
+	cfg.Logger = mysql.Logger(log.New(io.Discard, "", 0)) // its errors are returned
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return failed(err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, galeraStatus)
+	if err != nil {
+		return failed(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return failed(err)
+		}
+		fmt.Fprintf(&out, "%s\t%s\n", k, v)
+	}
+	if err := rows.Err(); err != nil {
+		return failed(err)
+	}
+	return ParseGaleraStatus(pod, out.String())
+}
+
+// readGaleraSockets reads every pod's view over its socket, in parallel;
+// a pod whose mariadb container is not running gets a view saying so.
+func readGaleraSockets(ctx context.Context, r Reader, pods []string) []GaleraView {
+	return eachPod(pods, func(pod string) GaleraView {
+		root, err := ContainerRoot(r.Containers[pod][GaleraContainer])
+		if err != nil {
+			return GaleraView{Pod: pod, Size: -1, LastCommitted: -1, Err: fmt.Sprintf("%s not running: %v", GaleraContainer, err)}
+		}
+		return ReadGaleraSocket(ctx, pod, root)
+	})
 }
 
 // ReadGaleraAll reads every pod's view, in parallel.
@@ -199,10 +259,17 @@ const galeraMarkRows = 3
 // galeraClient is how the campaign runs mariadb in examples/apps/galera.
 var galeraClient = GaleraClient{Container: GaleraContainer}
 
-// Observe reads Galera's views (see App); with confirm and a mark, the
-// acknowledged rows on every member.
+// Observe reads Galera's views (see App): each member's wsrep status over
+// its socket from this machine (ReadGaleraSocket), or with confirm, or a
+// Reader without r.Containers, through mariadb in an exec; with confirm
+// and a mark, the acknowledged rows on every member.
 func (GaleraApp) Observe(ctx context.Context, r Reader, ns string, pods []string, confirm bool, mark string) Observation {
-	views := ReadGaleraAll(ctx, r.Exec, ns, pods, galeraClient)
+	var views []GaleraView
+	if confirm || r.Containers == nil {
+		views = ReadGaleraAll(ctx, r.Exec, ns, pods, galeraClient)
+	} else {
+		views = readGaleraSockets(ctx, r, pods)
+	}
 	v := JudgeGalera(views, pods)
 	o := Observation{Healthy: v.Healthy, Progress: GaleraProgress(views), Detail: v.Detail}
 	for _, id := range v.UUIDs {

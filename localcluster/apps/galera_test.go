@@ -140,6 +140,19 @@ func TestGaleraAppObserve(t *testing.T) {
 	}
 }
 
+// TestGaleraAppObserveSockets: with the running containers known, the
+// poll reads each member over its socket, never through an exec; a member
+// whose mariadb container is not running is down.
+func TestGaleraAppObserveSockets(t *testing.T) {
+	pods := []string{"galera-0", "galera-1"}
+	f := &fakeGalera{status: map[string]string{"galera-0": galeraOut, "galera-1": galeraOut}}
+	r := Reader{Exec: f.exec, Containers: map[string]map[string]string{"galera-1": {"peer-finder": "abc"}}}
+	o := GaleraApp{}.Observe(context.Background(), r, "ns", pods, false, "")
+	if o.Healthy || !strings.Contains(o.Detail, "galera-0: mariadb not running") || !strings.Contains(o.Detail, "galera-1: mariadb not running") {
+		t.Errorf("%+v; want both members down, their mariadb containers not running", o)
+	}
+}
+
 func TestGaleraAppMark(t *testing.T) {
 	pods := []string{"galera-0", "galera-1", "galera-2"}
 	joining := strings.Replace(galeraOut, "Synced", "Joining: receiving State Transfer", 1)

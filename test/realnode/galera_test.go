@@ -176,6 +176,7 @@ func TestAppGalera(t *testing.T) {
 	if user := b.sql(galeraExample, "galera-0", "SELECT USER()"); user != "flock@localhost" {
 		t.Errorf("mariadb as the container's user is %q, want flock@localhost", user)
 	}
+	b.socketReadsAgree(b.podNames("galera", 3))
 	b.sql(galeraExample, "galera-0", "CREATE DATABASE flock; CREATE TABLE flock.acked (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(64) NOT NULL)")
 	rows := b.acked("galera-0", "formed", 5)
 
@@ -227,6 +228,33 @@ func TestAppGalera(t *testing.T) {
 	rows += 1 + b.acked("galera-2", "before-crash", 3)
 
 	b.crashRestartKeepsCluster(uuid, rows)
+}
+
+// socketReadsAgree: the campaign's poll, each member's wsrep status read
+// over its socket from this machine (apps.ReadGaleraSocket, as root by
+// socket authentication), says what mariadb in an exec says, on a formed
+// cluster whose status holds still.
+func (b *bed) socketReadsAgree(pods []string) {
+	b.t.Helper()
+	ctx := context.Background()
+	list, err := b.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=galera"})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ids := apps.ContainerIDs(list.Items)
+	ex := apps.NewExec(b.Config, b.Client)
+	for _, pod := range pods {
+		root, err := apps.ContainerRoot(ids[pod][apps.GaleraContainer])
+		if err != nil {
+			b.t.Fatalf("%s: %v", pod, err)
+		}
+		got := apps.ReadGaleraSocket(ctx, pod, root)
+		want := apps.ReadGalera(ctx, ex, b.ns, pod, galeraExample.client)
+		got.LastCommitted, want.LastCommitted = 0, 0 // the only one that moves meanwhile
+		if got != want || got.Err != "" || got.Status != "Primary" {
+			b.t.Errorf("%s over its socket: %+v; mariadb in an exec: %+v", pod, got, want)
+		}
+	}
 }
 
 // cutOffRejoins points pod's mariadbd at an address no member has
