@@ -32,7 +32,10 @@ const acctRecordSize = 64
 
 // startAcct turns process accounting on, writing to path (truncated). The
 // machine has one accounting file: another's is replaced until stop, which
-// turns accounting off and returns what ended meanwhile.
+// turns accounting off and returns what ended meanwhile. A campaign killed
+// before stop leaves it on, 64 bytes per process that ends (the kernel
+// pauses it below 2 % free space); `accton off`, or the next campaign's
+// stop, turns it off.
 func startAcct(path string) (stop func() ([]endedProc, error), err error) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		return nil, fmt.Errorf("process accounting file: %w", err)
