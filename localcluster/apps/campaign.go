@@ -402,11 +402,21 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 		return
 	}
 	out.Healthy = time.Since(t0)
-	var err error
-	if mark, err = c.mark(ctx, read, ns, pods); err != nil {
+	healthy := func() bool {
+		read.IPs, _ = c.podIPs(ctx, ns)
+		return judge(c.App.Observe(ctx, read, ns, pods, true, "")).Healthy
+	}
+	m, settled, err := takeMark(func() (string, error) { return c.mark(ctx, read, ns, pods) }, healthy,
+		func() bool { return settle(time.Now()) }, time.Now().Add(c.Deadline))
+	switch {
+	case !settled:
+		out.Detail = "before the mark: " + out.Detail
+		return
+	case err != nil:
 		out.Stuck, out.Detail = true, "healthy, but "+err.Error()
 		return
 	}
+	mark = m
 	if mark != "" && !settle(time.Now()) {
 		out.Detail = "after the mark: " + out.Detail
 		return
@@ -425,6 +435,28 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 		return
 	}
 	out.Rejoin = time.Since(t1)
+}
+
+// takeMark has mark take the mark. A mark refused (mark tries for Stall)
+// while the cluster is healthy is a stuck cluster: its error is returned.
+// Refused by a cluster no longer healthy (another round's node fault or an
+// outage took it down right after it was healthy: redis-11's round 14),
+// the cluster must first become healthy again by the stall rule (settle;
+// false: the round ended as settle judged it, settled false) and then take
+// the mark, until deadline. It is pure: the effects are the callers'.
+func takeMark(mark func() (string, error), healthy, settle func() bool, deadline time.Time) (m string, settled bool, err error) {
+	for {
+		m, err := mark()
+		if err == nil {
+			return m, true, nil
+		}
+		if healthy() || time.Now().After(deadline) {
+			return "", true, err
+		}
+		if !settle() {
+			return "", false, nil
+		}
+	}
 }
 
 // mark has the App mark the healthy cluster, trying again for up to Stall

@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -109,6 +110,46 @@ func TestPodStarts(t *testing.T) {
 		PodStarts(step.pods, seen)
 		if len(seen) != step.want {
 			t.Errorf("step %d: %d starts seen %v; want %d", i, len(seen), seen, step.want)
+		}
+	}
+}
+
+// TestTakeMark: a mark refused by a healthy cluster is stuck; refused by a
+// cluster that went down after it was healthy (redis-11's round 14: a node
+// killed by another round's fault under the primary right after the round
+// was healthy), the cluster becomes healthy again and takes the mark.
+func TestTakeMark(t *testing.T) {
+	refused := errors.New("wait 4: 0 replicas acknowledged")
+	future := time.Now().Add(time.Hour)
+	for _, c := range []struct {
+		name          string
+		marks         []error // each call of mark, in order
+		healthy       bool
+		settles       bool
+		deadline      time.Time
+		wantMark      string
+		wantSettled   bool
+		wantErr       error
+		wantSettleRun int
+	}{
+		{name: "taken", marks: []error{nil}, wantMark: "m", wantSettled: true, deadline: future},
+		{name: "refused by a healthy cluster", marks: []error{refused}, healthy: true, wantSettled: true, wantErr: refused, deadline: future},
+		{name: "refused by a cluster gone down, healthy again", marks: []error{refused, nil}, settles: true, wantMark: "m", wantSettled: true, wantSettleRun: 1, deadline: future},
+		{name: "refused by a cluster gone down, stuck there", marks: []error{refused}, wantSettleRun: 1, deadline: future},
+		{name: "refused past the deadline", marks: []error{refused}, wantSettled: true, wantErr: refused, deadline: time.Now().Add(-time.Second)},
+	} {
+		calls, settleRuns := 0, 0
+		mark := func() (string, error) {
+			err := c.marks[min(calls, len(c.marks)-1)]
+			calls++
+			if err != nil {
+				return "", err
+			}
+			return "m", nil
+		}
+		m, settled, err := takeMark(mark, func() bool { return c.healthy }, func() bool { settleRuns++; return c.settles }, c.deadline)
+		if m != c.wantMark || settled != c.wantSettled || !errors.Is(err, c.wantErr) || (c.wantErr == nil) != (err == nil) || settleRuns != c.wantSettleRun {
+			t.Errorf("%s: takeMark = %q, settled %v, %v, %d settles; want %q, %v, %v, %d", c.name, m, settled, err, settleRuns, c.wantMark, c.wantSettled, c.wantErr, c.wantSettleRun)
 		}
 	}
 }
