@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // galeraOut is mariadb -NB's answer to galeraStatus from MariaDB 10.11.
@@ -183,58 +180,6 @@ func TestGaleraAppMark(t *testing.T) {
 // peers (its FQDNs, sorted) on stdin, so the lowest name visible forms and
 // the others join. Paths are moved into a temporary directory, and the
 // host name is a stub's.
-// galeraScripts is examples/apps/galera's scripts in a temporary
-// directory, their run and data directories moved into it, with a directory of stubs
-// first in PATH.
-type galeraScripts struct {
-	t                   *testing.T
-	dir, run, bin, data string
-}
-
-func newGaleraScripts(t *testing.T) galeraScripts {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "apps", "galera", "scripts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct{ Data map[string]string }
-	if err := yaml.Unmarshal(b, &cm); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	g := galeraScripts{t: t, dir: dir, run: filepath.Join(dir, "run"), bin: filepath.Join(dir, "bin"), data: filepath.Join(dir, "data")}
-	for _, d := range []string{g.run, g.bin, g.data} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, text := range cm.Data {
-		text = strings.Replace(text, "RUN=/run/mysqld", "RUN="+g.run, 1)
-		text = strings.Replace(text, "DATA=/var/lib/mysql", "DATA="+g.data, 1)
-		g.write(filepath.Join(dir, name), strings.ReplaceAll(text, "/scripts/", dir+"/"))
-	}
-	return g
-}
-
-func (g galeraScripts) write(path, text string) {
-	g.t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
-		g.t.Fatal(err)
-	}
-}
-
-// stub puts a command name running the shell script body first in PATH.
-func (g galeraScripts) stub(name, body string) {
-	g.write(filepath.Join(g.bin, name), "#!/bin/sh\n"+body+"\n")
-}
-
-// command runs script with sh, the stubs first in PATH, and env.
-func (g galeraScripts) command(script string, env ...string) *exec.Cmd {
-	cmd := exec.Command("sh", filepath.Join(g.dir, script))
-	cmd.Env = append([]string{"PATH=" + g.bin + ":" + os.Getenv("PATH")}, env...)
-	return cmd
-}
-
 func TestGaleraOnStartWithoutRole(t *testing.T) {
 	peers := "galera-0.galera.ns.svc.cluster.local\ngalera-1.galera.ns.svc.cluster.local\n"
 	for _, c := range []struct {
@@ -249,7 +194,7 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 		{name: "flock", host: "galera-0", peers: peers, env: []string{"PEER_FINDER_SELF=galera-0.galera.ns.svc.cluster.local", "PEER_FINDER_BOOTSTRAP=join", "PEER_FINDER_FORMER=galera-1.galera.ns.svc.cluster.local"},
 			self: "galera-0.galera.ns.svc.cluster.local", role: "join", former: "galera-1.galera.ns.svc.cluster.local"},
 	} {
-		g := newGaleraScripts(t)
+		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 		g.stub("hostname", "echo "+c.host)
 		cmd := g.command("on-start.sh", c.env...)
 		cmd.Stdin = strings.NewReader(c.peers)
@@ -272,7 +217,7 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 // once it has been outside it for 60 s; back in the primary component, the
 // count starts again.
 func TestGaleraAliveProbe(t *testing.T) {
-	g := newGaleraScripts(t)
+	g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
 	for i, step := range []struct {
@@ -306,7 +251,7 @@ func TestGaleraAliveProbe(t *testing.T) {
 // that started at once with its view of a primary component, waiting for
 // members that wait for it); in the primary component it forgets them.
 func TestGaleraAliveProbeJoining(t *testing.T) {
-	g := newGaleraScripts(t)
+	g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
 	// timeout 5 mariadb runs the stub mariadb; timeout 2 bash -c ': </dev/tcp/...'
@@ -372,7 +317,7 @@ func TestGaleraRecoveredPosition(t *testing.T) {
 		{name: "crashed, join", seqno: "-1", role: "join", rank: "7", start: "--wsrep-start-position=" + uuid + ":7"},
 		{name: "clean, form", seqno: "5", role: "form", rank: "5", start: "--wsrep-new-cluster"},
 	} {
-		g := newGaleraScripts(t)
+		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 		// --wsrep-recover logs the position, as mariadbd does; a start
 		// prints its arguments after the config file.
 		g.stub("mariadbd", `for a; do case $a in --log-error=*) log=${a#--log-error=};; esac; done
@@ -418,7 +363,7 @@ func TestGaleraRestartAsksAgain(t *testing.T) {
 		{name: "flock says join", by: "peer-finder", answer: "join", start: "mariadbd"},
 		{name: "upstream", by: "scripts", start: "mariadbd"},
 	} {
-		g := newGaleraScripts(t)
+		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("hostname", "echo galera-0")
 		g.stub("timeout", "exit 0") // a member's Galera port answers
@@ -461,7 +406,7 @@ func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
 		{name: "a view of a primary component", gvwstate: "my_uuid: d3124bc8-1605-11e4-aa3d-ab44303c044a\n#vwbeg\nview_id: 3 0dae1307-1606-11e4-aa94-5255b1455aa0 12\n#vwend\n", starts: true},
 		{name: "an empty view", gvwstate: ""},
 	} {
-		g := newGaleraScripts(t)
+		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("timeout", "exit 1") // no member answers
 		g.stub("sleep", "exit 1")   // the wait ends the script (set -e) instead of sleeping
@@ -504,7 +449,7 @@ func TestGaleraWaitingJoinerAsksAgain(t *testing.T) {
 		{name: "flock", by: "peer-finder", asked: 1, start: "mariadbd --wsrep-new-cluster"},
 		{name: "upstream", by: "scripts", asked: 0},
 	} {
-		g := newGaleraScripts(t)
+		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("timeout", "exit 1") // no member answers
 		g.stub("sleep", fmt.Sprintf(`echo . >> %s/slept; [ "$(wc -l < %s/slept)" -lt 100 ]`, g.run, g.run))

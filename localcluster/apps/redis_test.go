@@ -1,6 +1,8 @@
 package apps
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -73,5 +75,58 @@ func TestJudgeRedis(t *testing.T) {
 					v.Healthy, v.Split(), v.Primary(), v.Detail, tc.healthy, tc.split, tc.primary, tc.detail)
 			}
 		})
+	}
+}
+
+// fakeRedisCli answers "redis-cli -e -h HOST info replication" from
+// $STATE/HOST.info (or, once each, $STATE/HOST.info.first: the answer before
+// a change), logs every call to $STATE/calls and answers OK to the rest.
+const fakeRedisCli = `echo "$*" >> "$STATE/calls"
+[ "$1" = -e ] && shift
+[ "$1" = -h ] && { host=$2; shift 2; }
+if [ "$1" = info ]; then
+  if [ -f "$STATE/$host.info.first" ]; then cat "$STATE/$host.info.first"; rm "$STATE/$host.info.first"; exit 0; fi
+  [ -f "$STATE/$host.info" ] || { echo "Could not connect to Redis at $host:6379" >&2; exit 1; }
+  cat "$STATE/$host.info"
+  exit 0
+fi
+echo OK
+`
+
+// TestRedisOnChangeNeverFollowsItself: the sidecar's hook reads this
+// member as a replica of redis-0, which follows redis-1, this member:
+// another member promoted it between the hook's two reads (redis-10's
+// round 28: redis-0's replacement promoted redis-1, whose hook then made
+// it a replica of itself, and the set had no primary). The hook must
+// leave a member that is the primary alone.
+func TestRedisOnChangeNeverFollowsItself(t *testing.T) {
+	g := newExampleScripts(t, "redis", "/run/redis", "/data")
+	state := filepath.Join(g.dir, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g.stub("redis-cli", fakeRedisCli)
+	const ns = ".redis.ns.svc.cluster.local"
+	g.write(filepath.Join(g.run, "self"), "redis-1"+ns+"\n")
+	for name, info := range map[string]string{
+		"127.0.0.1.info.first":   "role:slave\nmaster_host:redis-0" + ns + "\nmaster_link_status:down\n",
+		"127.0.0.1.info":         "role:master\nconnected_slaves:2\n",
+		"redis-0" + ns + ".info": "role:slave\nmaster_host:redis-1" + ns + "\nmaster_link_status:up\n",
+		"redis-1" + ns + ".info": "role:master\nconnected_slaves:2\n",
+		"redis-2" + ns + ".info": "role:slave\nmaster_host:redis-1" + ns + "\nmaster_link_status:up\n",
+	} {
+		g.write(filepath.Join(state, name), info)
+	}
+	cmd := g.command("on-change.sh", "STATE="+state)
+	cmd.Stdin = strings.NewReader("redis-0" + ns + " 10.0.0.1\nredis-1" + ns + " 10.0.0.2\nredis-2" + ns + " 10.0.0.3\n")
+	out, err := cmd.CombinedOutput()
+	calls, _ := os.ReadFile(filepath.Join(state, "calls"))
+	if err != nil {
+		t.Fatalf("on-change.sh: %v\n%s\ncalls:\n%s", err, out, calls)
+	}
+	for line := range strings.Lines(string(calls)) {
+		if strings.Contains(line, "-h 127.0.0.1 replicaof") {
+			t.Errorf("the hook changed this member, the primary: %q\noutput:\n%s\ncalls:\n%s", line, out, calls)
+		}
 	}
 }
