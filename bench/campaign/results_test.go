@@ -228,7 +228,12 @@ func TestCountedRunsOneVersion(t *testing.T) {
 	git := func(args ...string) string {
 		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
 		if err != nil {
-			t.Fatalf("git %q: %v", args, err)
+			// The counted runs' commits must be in the clone's history.
+			var stderr []byte
+			if e, ok := err.(*exec.ExitError); ok {
+				stderr = e.Stderr
+			}
+			t.Fatalf("git %q (a shallow clone lacks the runs' commits): %v: %s", args, err, stderr)
 		}
 		return string(out)
 	}
