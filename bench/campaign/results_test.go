@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -230,7 +231,7 @@ func TestCountedRunsOneVersion(t *testing.T) {
 		if err != nil {
 			// The counted runs' commits must be in the clone's history.
 			var stderr []byte
-			if e, ok := err.(*exec.ExitError); ok {
+			if e := (*exec.ExitError)(nil); errors.As(err, &e) {
 				stderr = e.Stderr
 			}
 			t.Fatalf("git %q (a shallow clone lacks the runs' commits): %v: %s", args, err, stderr)
