@@ -443,7 +443,8 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 // outage took it down right after it was healthy: redis-11's round 14),
 // the cluster must first become healthy again by the stall rule (settle;
 // false: the round ended as settle judged it, settled false) and then take
-// the mark, until deadline. It is pure: the effects are the callers'.
+// the mark, until deadline. It has no effects of its own: they are its
+// callers'.
 func takeMark(mark func() (string, error), healthy, settle func() bool, deadline time.Time) (m string, settled bool, err error) {
 	for {
 		m, err := mark()

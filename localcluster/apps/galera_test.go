@@ -174,6 +174,13 @@ func TestGaleraAppMark(t *testing.T) {
 	}
 }
 
+// newGaleraScripts is examples/apps/galera's scripts, its run and data
+// directories moved into a temporary directory.
+func newGaleraScripts(t *testing.T) exampleScripts {
+	t.Helper()
+	return newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+}
+
 // TestGaleraOnStartWithoutRole runs examples/apps/galera's on-start.sh with
 // sh as each subject of the campaign runs it: flock's peer-finder passes
 // the member's FQDN, its role and the former; upstream's passes only the
@@ -194,7 +201,7 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 		{name: "flock", host: "galera-0", peers: peers, env: []string{"PEER_FINDER_SELF=galera-0.galera.ns.svc.cluster.local", "PEER_FINDER_BOOTSTRAP=join", "PEER_FINDER_FORMER=galera-1.galera.ns.svc.cluster.local"},
 			self: "galera-0.galera.ns.svc.cluster.local", role: "join", former: "galera-1.galera.ns.svc.cluster.local"},
 	} {
-		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+		g := newGaleraScripts(t)
 		g.stub("hostname", "echo "+c.host)
 		cmd := g.command("on-start.sh", c.env...)
 		cmd.Stdin = strings.NewReader(c.peers)
@@ -217,7 +224,7 @@ func TestGaleraOnStartWithoutRole(t *testing.T) {
 // once it has been outside it for 60 s; back in the primary component, the
 // count starts again.
 func TestGaleraAliveProbe(t *testing.T) {
-	g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+	g := newGaleraScripts(t)
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
 	for i, step := range []struct {
@@ -251,7 +258,7 @@ func TestGaleraAliveProbe(t *testing.T) {
 // that started at once with its view of a primary component, waiting for
 // members that wait for it); in the primary component it forgets them.
 func TestGaleraAliveProbeJoining(t *testing.T) {
-	g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+	g := newGaleraScripts(t)
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
 	// timeout 5 mariadb runs the stub mariadb; timeout 2 bash -c ': </dev/tcp/...'
@@ -317,7 +324,7 @@ func TestGaleraRecoveredPosition(t *testing.T) {
 		{name: "crashed, join", seqno: "-1", role: "join", rank: "7", start: "--wsrep-start-position=" + uuid + ":7"},
 		{name: "clean, form", seqno: "5", role: "form", rank: "5", start: "--wsrep-new-cluster"},
 	} {
-		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+		g := newGaleraScripts(t)
 		// --wsrep-recover logs the position, as mariadbd does; a start
 		// prints its arguments after the config file.
 		g.stub("mariadbd", `for a; do case $a in --log-error=*) log=${a#--log-error=};; esac; done
@@ -363,7 +370,7 @@ func TestGaleraRestartAsksAgain(t *testing.T) {
 		{name: "flock says join", by: "peer-finder", answer: "join", start: "mariadbd"},
 		{name: "upstream", by: "scripts", start: "mariadbd"},
 	} {
-		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+		g := newGaleraScripts(t)
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("hostname", "echo galera-0")
 		g.stub("timeout", "exit 0") // a member's Galera port answers
@@ -406,7 +413,7 @@ func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
 		{name: "a view of a primary component", gvwstate: "my_uuid: d3124bc8-1605-11e4-aa3d-ab44303c044a\n#vwbeg\nview_id: 3 0dae1307-1606-11e4-aa94-5255b1455aa0 12\n#vwend\n", starts: true},
 		{name: "an empty view", gvwstate: ""},
 	} {
-		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+		g := newGaleraScripts(t)
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("timeout", "exit 1") // no member answers
 		g.stub("sleep", "exit 1")   // the wait ends the script (set -e) instead of sleeping
@@ -449,7 +456,7 @@ func TestGaleraWaitingJoinerAsksAgain(t *testing.T) {
 		{name: "flock", by: "peer-finder", asked: 1, start: "mariadbd --wsrep-new-cluster"},
 		{name: "upstream", by: "scripts", asked: 0},
 	} {
-		g := newExampleScripts(t, "galera", "/run/mysqld", "/var/lib/mysql")
+		g := newGaleraScripts(t)
 		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
 		g.stub("timeout", "exit 1") // no member answers
 		g.stub("sleep", fmt.Sprintf(`echo . >> %s/slept; [ "$(wc -l < %s/slept)" -lt 100 ]`, g.run, g.run))
