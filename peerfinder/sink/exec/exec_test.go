@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ type supervisor struct {
 	cmd   *osexec.Cmd
 	in    io.WriteCloser
 	out   *bufio.Reader
-	errb  *bytes.Buffer
+	errb  *lockedBuffer
 	ended chan struct{}
 	// stdout is the read end of the child's stdout, for deadlines.
 	stdout *os.File
@@ -151,7 +152,7 @@ func startSupervisor(t *testing.T, mode string, attr *syscall.SysProcAttr, argv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	errb := &bytes.Buffer{}
+	errb := &lockedBuffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,6 +177,25 @@ func (s *supervisor) apply() {
 	if err != nil || line != "applied\n" {
 		s.t.Fatalf("apply: %q, %v; stderr:\n%s", line, err, s.errb)
 	}
+}
+
+// lockedBuffer is the helper's stderr: os/exec copies into it from its own
+// goroutine while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // wait returns the supervisor's exit status.
