@@ -261,8 +261,10 @@ func TestGaleraAliveProbeJoining(t *testing.T) {
 	g := newGaleraScripts(t)
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
-	// timeout 5 mariadb runs the stub mariadb; timeout 2 bash -c ': </dev/tcp/...'
-	// is a try on Galera's port.
+	g.stub("ss", "exit 0") // no state transfer flows in
+	g.stub("resolveip", `case $2 in galera-0.galera) echo 10.0.0.1;; galera-2.galera) echo 10.0.0.3;; *) exit 1;; esac`)
+	// timeout 5 mariadb and timeout 1 resolveip run the stubs; timeout 2
+	// bash -c ': </dev/tcp/...' is a try on Galera's port.
 	g.stub("timeout", fmt.Sprintf(`[ "$2" != bash ] && shift && exec "$@"; echo "$4" >> %s/tried; [ "$ANSWER" = yes ]`, g.run))
 	joining := filepath.Join(g.run, "joining")
 	for i, step := range []struct {
@@ -285,7 +287,7 @@ func TestGaleraAliveProbeJoining(t *testing.T) {
 		{now: 1500, answer: "no"},
 	} {
 		if step.joining {
-			g.write(joining, "10.0.0.1\n10.0.0.3\n")
+			g.write(joining, "galera-0.galera 10.0.0.1\ngalera-2.galera 10.0.0.3\n")
 		} else if _, err := os.Stat(joining); err == nil && i < 10 {
 			t.Fatalf("step %d: $RUN/joining exists", i)
 		}
@@ -303,6 +305,56 @@ func TestGaleraAliveProbeJoining(t *testing.T) {
 			if _, err := os.Stat(joining); !os.IsNotExist(err) {
 				t.Errorf("step %d: in the primary component, $RUN/joining kept (%v)", i, err)
 			}
+		}
+	}
+}
+
+// TestGaleraAliveProbeMoved runs examples/apps/galera's alive.sh while
+// mariadbd joins, does not answer SQL yet and receives no state transfer,
+// and a member it started with answers on Galera's port at another
+// address (the campaign's galera-8 round 31: the former's node was killed
+// while galera-1 and galera-2 waited for their first state transfer; it
+// came back at a new address and formed again from its data, and the two
+// joiners, Galera knowing only its old address, waited for each other
+// outside a primary component, each answering the other): it fails once
+// that has lasted 60 s, so the container restarts and joins the members at
+// their addresses now. A state transfer flowing in (a connection on port
+// 4444 or 4568) passes and starts the count again, and so does the moved
+// member not answering.
+func TestGaleraAliveProbeMoved(t *testing.T) {
+	g := newGaleraScripts(t)
+	g.stub("mariadb", "exit 1") // a joiner: no SQL yet
+	g.stub("date", `echo "$NOW"`)
+	g.stub("ss", `[ -z "$TRANSFER" ] || echo "ESTAB 0 0 10.0.0.2:4444 10.0.0.1:40022"`)
+	// galera-0 came back at 10.0.0.9; galera-2 (10.0.0.3) is another joiner.
+	g.stub("resolveip", `case $2 in galera-0.galera) echo "$FORMER";; galera-2.galera) echo 10.0.0.3;; *) exit 1;; esac`)
+	// The addresses in $UP answer on Galera's port.
+	g.stub("timeout", `[ "$2" != bash ] && shift && exec "$@"; a=${4#: </dev/tcp/}; case " $UP " in *" ${a%/4567} "*) exit 0;; esac; exit 1`)
+	g.write(filepath.Join(g.run, "joining"), "galera-0.galera 10.0.0.1\ngalera-2.galera 10.0.0.3\n")
+	for i, step := range []struct {
+		former, up, transfer string
+		now                  int
+		fail                 bool
+	}{
+		{former: "10.0.0.1", up: "10.0.0.3", now: 100},          // the former is down, the other joiner answers
+		{former: "10.0.0.9", up: "10.0.0.3", now: 110},          // the former is back elsewhere, not answering yet
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 120}, // it answers: the count starts
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 179},
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 180, fail: true},      // 60 s
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", transfer: "yes", now: 190}, // a state transfer flows in
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 200},                  // the count starts again
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 259},
+		{former: "10.0.0.9", up: "10.0.0.3", now: 265}, // the moved member stops answering: forgotten
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 270},
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 329},
+		{former: "10.0.0.9", up: "10.0.0.3 10.0.0.9", now: 330, fail: true},
+	} {
+		out, err := g.command("alive.sh", "FORMER="+step.former, "UP="+step.up, "TRANSFER="+step.transfer, fmt.Sprintf("NOW=%d", step.now)).CombinedOutput()
+		if failed := err != nil; failed != step.fail {
+			t.Errorf("step %d (former at %s, %s answering, transfer %q, at %d): failed %v (%v: %s), want %v", i, step.former, step.up, step.transfer, step.now, failed, err, out, step.fail)
+		}
+		if step.fail && !strings.Contains(string(out), "galera-0.galera 10.0.0.9") {
+			t.Errorf("step %d: the probe says %q; want it to name the member that moved and its address", i, out)
 		}
 	}
 }
@@ -431,8 +483,8 @@ func TestGaleraCrashedJoinerStartsAtOnce(t *testing.T) {
 		}
 		// The addresses mariadbd started with, for alive.sh: the names
 		// that resolve (galera-2 does not).
-		if joining, _ := os.ReadFile(filepath.Join(g.run, "joining")); c.starts && string(joining) != "10.0.0.1\n10.0.0.4\n" || !c.starts && len(joining) > 0 {
-			t.Errorf("%s: $RUN/joining %q; want the resolved addresses when mariadbd started", c.name, joining)
+		if joining, _ := os.ReadFile(filepath.Join(g.run, "joining")); c.starts && string(joining) != "galera-0.galera 10.0.0.1\ngalera-3.galera 10.0.0.4\n" || !c.starts && len(joining) > 0 {
+			t.Errorf("%s: $RUN/joining %q; want the names that resolved and their addresses when mariadbd started", c.name, joining)
 		}
 		if _, err := os.Stat(filepath.Join(g.data, "gvwstate.dat")); os.IsNotExist(err) == c.starts {
 			t.Errorf("%s: gvwstate.dat kept %v; want %v", c.name, !os.IsNotExist(err), c.starts)
