@@ -2,7 +2,6 @@ package exec
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/flockd/flock/internal/testing/await"
 	"github.com/flockd/flock/internal/testing/need"
+	"github.com/flockd/flock/internal/testing/syncbuf"
 	"github.com/flockd/flock/peerfinder/peer"
 	"github.com/flockd/flock/peerfinder/sink"
 	"github.com/prometheus/procfs"
@@ -133,7 +132,7 @@ type supervisor struct {
 	cmd   *osexec.Cmd
 	in    io.WriteCloser
 	out   *bufio.Reader
-	errb  *lockedBuffer
+	errb  *syncbuf.Buffer // written by os/exec while the test reads it
 	ended chan struct{}
 	// stdout is the read end of the child's stdout, for deadlines.
 	stdout *os.File
@@ -152,7 +151,7 @@ func startSupervisor(t *testing.T, mode string, attr *syscall.SysProcAttr, argv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	errb := &lockedBuffer{}
+	errb := &syncbuf.Buffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -177,25 +176,6 @@ func (s *supervisor) apply() {
 	if err != nil || line != "applied\n" {
 		s.t.Fatalf("apply: %q, %v; stderr:\n%s", line, err, s.errb)
 	}
-}
-
-// lockedBuffer is the helper's stderr: os/exec copies into it from its own
-// goroutine while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // wait returns the supervisor's exit status.
