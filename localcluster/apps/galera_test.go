@@ -406,6 +406,62 @@ esac`)
 	}
 }
 
+// TestGaleraInterruptedInstall runs examples/apps/galera's rank.sh and
+// run.sh on a data directory whose install was cut short (the campaign's
+// galera-9 round 38: galera-0's node killed while mariadb-install-db ran;
+// mariadbd then aborted at every start on an ibdata1 of zeros, so its rank
+// command failed for good): with run.sh's marker ($DATA/.installing) left,
+// rank.sh says no data and run.sh wipes the directory and installs again;
+// without it, data is never installed over, and a fresh directory is
+// installed and the marker removed.
+func TestGaleraInterruptedInstall(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		mysql, marker   bool
+		rank            string
+		installs, wipes bool
+	}{
+		{name: "cut short", mysql: true, marker: true, installs: true, wipes: true},
+		{name: "installed", mysql: true, rank: "5"},
+		{name: "fresh", installs: true},
+	} {
+		g := newGaleraScripts(t)
+		g.stub("mariadbd", `shift; echo "mariadbd $*"`)
+		g.stub("mariadb-install-db", fmt.Sprintf(`echo installed >> %s/installs; mkdir -p %s/mysql`, g.run, g.data))
+		g.stub("hostname", "echo galera-0")
+		if c.mysql {
+			if err := os.Mkdir(filepath.Join(g.data, "mysql"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			g.write(filepath.Join(g.data, "ibdata1"), "")
+			g.write(filepath.Join(g.data, "grastate.dat"), "uuid: 74b3c9f4-f067-11f1-b39b-1a5c8a01c28e\nseqno: 5\nsafe_to_bootstrap: 0\n")
+		}
+		if c.marker {
+			g.write(filepath.Join(g.data, ".installing"), "")
+		}
+		out, err := g.command("rank.sh").Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != c.rank {
+			t.Errorf("%s: rank.sh printed %q (%v), want %q", c.name, got, err, c.rank)
+		}
+		for file, text := range map[string]string{"self": "galera-0.galera", "role": "form", "former": "galera-0.galera", "peers": "galera-0.galera"} {
+			g.write(filepath.Join(g.run, file), text+"\n")
+		}
+		if out, err := g.command("run.sh").Output(); err != nil || !strings.HasPrefix(string(out), "mariadbd") {
+			t.Errorf("%s: run.sh printed %q (%v); want mariadbd started", c.name, out, err)
+		}
+		installs, _ := os.ReadFile(filepath.Join(g.run, "installs"))
+		if got := strings.Count(string(installs), "installed"); got != map[bool]int{true: 1}[c.installs] {
+			t.Errorf("%s: mariadb-install-db ran %d times; want installs %v", c.name, got, c.installs)
+		}
+		if _, err := os.Stat(filepath.Join(g.data, "ibdata1")); c.mysql && os.IsNotExist(err) != c.wipes {
+			t.Errorf("%s: ibdata1 removed %v; want %v", c.name, os.IsNotExist(err), c.wipes)
+		}
+		if _, err := os.Stat(filepath.Join(g.data, ".installing")); !os.IsNotExist(err) {
+			t.Errorf("%s: the install marker is left (%v)", c.name, err)
+		}
+	}
+}
+
 // TestGaleraRestartAsksAgain runs examples/apps/galera's run.sh as a
 // restarted mariadb container finds it: the role was used by the first
 // start. Told its role by flock's peer-finder, it runs bootstrap.sh again
