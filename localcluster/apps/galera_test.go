@@ -261,7 +261,8 @@ func TestGaleraAliveProbeJoining(t *testing.T) {
 	g := newGaleraScripts(t)
 	g.stub("mariadb", `[ -n "$STATUS" ] || exit 1; printf 'wsrep_cluster_status\t%s\n' "$STATUS"`)
 	g.stub("date", `echo "$NOW"`)
-	g.stub("ss", "exit 0") // no state transfer flows in
+	// No state transfer flows in; mariadbd listens on Galera's port.
+	g.stub("ss", `[ "$1" != -Hltn ] || echo "LISTEN 0 80 0.0.0.0:4567 0.0.0.0:*"`)
 	g.stub("resolveip", `case $2 in galera-0.galera) echo 10.0.0.1;; galera-2.galera) echo 10.0.0.3;; *) exit 1;; esac`)
 	// timeout 5 mariadb and timeout 1 resolveip run the stubs; timeout 2
 	// bash -c ': </dev/tcp/...' is a try on Galera's port.
@@ -325,7 +326,7 @@ func TestGaleraAliveProbeMoved(t *testing.T) {
 	g := newGaleraScripts(t)
 	g.stub("mariadb", "exit 1") // a joiner: no SQL yet
 	g.stub("date", `echo "$NOW"`)
-	g.stub("ss", `[ -z "$TRANSFER" ] || echo "ESTAB 0 0 10.0.0.2:4444 10.0.0.1:40022"`)
+	g.stub("ss", `if [ "$1" = -Hltn ]; then echo "LISTEN 0 80 0.0.0.0:4567 0.0.0.0:*"; elif [ -n "$TRANSFER" ]; then echo "ESTAB 0 0 10.0.0.2:4444 10.0.0.1:40022"; fi`)
 	// galera-0 came back at 10.0.0.9; galera-2 (10.0.0.3) is another joiner.
 	g.stub("resolveip", `case $2 in galera-0.galera) echo "$FORMER";; galera-2.galera) echo 10.0.0.3;; *) exit 1;; esac`)
 	// The addresses in $UP answer on Galera's port.
@@ -355,6 +356,51 @@ func TestGaleraAliveProbeMoved(t *testing.T) {
 		}
 		if step.fail && !strings.Contains(string(out), "galera-0.galera 10.0.0.9") {
 			t.Errorf("step %d: the probe says %q; want it to name the member that moved and its address", i, out)
+		}
+	}
+}
+
+// TestGaleraAliveProbeLeft runs examples/apps/galera's alive.sh while
+// mariadbd joins, does not answer SQL yet and receives no state transfer,
+// and no longer listens on Galera's port (the campaign's galera-9 round
+// 31: galera-2's incremental transfer failed, "node restart required",
+// mariadbd closed its connection to the cluster and waited for the rest of
+// the transfer forever, while the members it started with answered): it
+// fails once that has lasted 20 s. Listening again, or a state transfer
+// flowing in, starts the count again; ss failing is taken as listening.
+func TestGaleraAliveProbeLeft(t *testing.T) {
+	g := newGaleraScripts(t)
+	g.stub("mariadb", "exit 1") // a joiner: no SQL yet
+	g.stub("date", `echo "$NOW"`)
+	g.stub("ss", `case $1/$LISTEN/$TRANSFER in -Hltn/yes/*) echo "LISTEN 0 80 0.0.0.0:4567 0.0.0.0:*";; -Hltn/fails/*) exit 1;; -Htn/*/yes) echo "ESTAB 0 0 10.0.0.2:4568 10.0.0.1:40022";; esac`)
+	g.stub("resolveip", `case $2 in galera-0.galera) echo 10.0.0.1;; *) exit 1;; esac`)
+	g.stub("timeout", `[ "$2" != bash ] && shift && exec "$@"; exit 0`) // the members answer
+	g.write(filepath.Join(g.run, "joining"), "galera-0.galera 10.0.0.1\n")
+	for i, step := range []struct {
+		listen, transfer string
+		now              int
+		fail             bool
+	}{
+		{listen: "yes", now: 100},
+		{listen: "no", now: 110}, // left the cluster: the count starts
+		{listen: "no", now: 129},
+		{listen: "no", now: 130, fail: true}, // 20 s
+		{listen: "yes", now: 140},            // listening again: forgotten
+		{listen: "no", now: 150},
+		{listen: "no", now: 169},
+		{listen: "no", transfer: "yes", now: 175}, // a state transfer flows in: forgotten
+		{listen: "no", now: 180},
+		{listen: "no", now: 199},
+		{listen: "no", now: 200, fail: true},
+		{listen: "fails", now: 300}, // ss fails: taken as listening
+		{listen: "fails", now: 400},
+	} {
+		out, err := g.command("alive.sh", "LISTEN="+step.listen, "TRANSFER="+step.transfer, fmt.Sprintf("NOW=%d", step.now)).CombinedOutput()
+		if failed := err != nil; failed != step.fail {
+			t.Errorf("step %d (listening %s, transfer %q, at %d): failed %v (%v: %s), want %v", i, step.listen, step.transfer, step.now, failed, err, out, step.fail)
+		}
+		if step.fail && !strings.Contains(string(out), "4567 closed") {
+			t.Errorf("step %d: the probe says %q; want it to say Galera's port is closed", i, out)
 		}
 	}
 }
@@ -467,7 +513,7 @@ func TestGaleraInterruptedInstall(t *testing.T) {
 // start. Told its role by flock's peer-finder, it runs bootstrap.sh again
 // (stubbed: peer-finder's answer through on-start.sh) and starts as that
 // answer says, form or join; told nothing by upstream's, it joins. Each
-// start uses the role once.
+// start uses the role once and starts the liveness probe's counts again.
 func TestGaleraRestartAsksAgain(t *testing.T) {
 	peers := "galera-0.galera\ngalera-1.galera\n"
 	for _, c := range []struct {
@@ -491,10 +537,20 @@ func TestGaleraRestartAsksAgain(t *testing.T) {
 		for file, text := range map[string]string{"self": "galera-0.galera", "former": "galera-0.galera", "peers": peers, "role-by": c.by} {
 			g.write(filepath.Join(g.run, file), text+"\n")
 		}
+		// The liveness probe's counts, left by the container before.
+		counts := []string{"non-primary-since", "unanswered-since", "moved-since", "closed-since"}
 		for start := range 2 {
+			for _, f := range counts {
+				g.write(filepath.Join(g.run, f), "100\n")
+			}
 			out, err := g.command("run.sh").Output()
 			if got := strings.TrimSpace(string(out)); err != nil || got != c.start {
 				t.Errorf("%s, start %d: run.sh started %q (%v), want %q", c.name, start, got, err, c.start)
+			}
+			for _, f := range counts {
+				if _, err := os.Stat(filepath.Join(g.run, f)); !os.IsNotExist(err) {
+					t.Errorf("%s, start %d: the probe's count %s kept (%v); want every count started again", c.name, start, f, err)
+				}
 			}
 			if _, err := os.Stat(filepath.Join(g.run, "role")); !os.IsNotExist(err) {
 				t.Errorf("%s, start %d: the role file is kept (%v); want it used once", c.name, start, err)
