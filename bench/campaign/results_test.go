@@ -88,7 +88,8 @@ func TestResultsFiles(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no summaries in %s (%v)", dir, err)
 	}
-	// counted[app] sums the app's counted flock rounds: rounds, split, stuck.
+	// counted[app] sums the app's counted flock rounds: rounds, split,
+	// stuck; an app with runs and none counted states a figure of 0.
 	counted := map[string][3]int{}
 	totals := map[string]int{}
 	// others[app][subject] sums the other applications' runs not
@@ -104,6 +105,9 @@ func TestResultsFiles(t *testing.T) {
 			t.Errorf("%s: run %s kept twice", f, s.Run)
 		}
 		runs[s.Run] = true
+		if _, ok := counted[s.App]; !ok {
+			counted[s.App] = [3]int{}
+		}
 		if s.Notes != "" {
 			if _, err := os.Stat(filepath.Join(dir, s.Notes)); err != nil {
 				t.Errorf("%s: notes: %v", f, err)
