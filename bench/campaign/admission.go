@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -63,28 +64,40 @@ func readPressure() (cpuPressure, error) {
 // admission holds back the start of the next round while the machine is
 // saturated, so that rounds in flight are judged on their own speed and not
 // on how many the campaign piled onto two cores: at or above
-// -max-cpu-pressure (the last 10 s), no round starts; two rounds start at least gap apart,
-// so the rounds' busiest minute, their start, is spread out. -parallel
-// stays the upper bound of rounds in flight.
+// -max-cpu-pressure (the last 10 s), no round starts; two rounds start at
+// least gap apart, so the rounds' busiest minute, their start, is spread
+// out; and the rounds in flight plan at most maxMembers members together
+// (each counted at its peak, Plan.Peak), since the pressure at a round's
+// start does not see the scale-ups planned for later. A round larger than
+// maxMembers starts alone. -parallel stays the upper bound of rounds in
+// flight.
 type admission struct {
 	maxPressure float64 // percent; 0: no limit
 	gap         time.Duration
+	maxMembers  int // 0: no limit
 	read        func() (cpuPressure, error)
 
 	last time.Time     // the last start
 	held time.Duration // time rounds waited for the machine, in all
+
+	mu      sync.Mutex
+	members int // planned by the rounds in flight
 }
 
-// wait returns once the next round may start, or false when ctx ends or
-// stop fires first.
-func (a *admission) wait(ctx context.Context, stop <-chan time.Time) bool {
+// wait returns once the next round, of members members at its peak, may
+// start, or false when ctx ends or stop fires first. A round started is
+// ended by done.
+func (a *admission) wait(ctx context.Context, stop <-chan time.Time, members int) bool {
 	t0 := time.Now()
 	tick := time.NewTicker(time.Second) // avg10 moves little faster
 	defer tick.Stop()
 	for {
-		if a.open(time.Now()) {
+		if a.open(time.Now(), members) {
 			a.last = time.Now()
 			a.held += time.Since(t0)
+			a.mu.Lock()
+			a.members += members
+			a.mu.Unlock()
 			return true
 		}
 		select {
@@ -97,9 +110,22 @@ func (a *admission) wait(ctx context.Context, stop <-chan time.Time) bool {
 	}
 }
 
-// open reports whether a round may start at now.
-func (a *admission) open(now time.Time) bool {
+// done ends a round of members members that wait let start.
+func (a *admission) done(members int) {
+	a.mu.Lock()
+	a.members -= members
+	a.mu.Unlock()
+}
+
+// open reports whether a round of members members may start at now.
+func (a *admission) open(now time.Time, members int) bool {
 	if !a.last.IsZero() && now.Sub(a.last) < a.gap {
+		return false
+	}
+	a.mu.Lock()
+	inFlight := a.members
+	a.mu.Unlock()
+	if a.maxMembers > 0 && inFlight > 0 && inFlight+members > a.maxMembers {
 		return false
 	}
 	if a.maxPressure <= 0 {

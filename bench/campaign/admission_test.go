@@ -53,12 +53,50 @@ func TestAdmissionOpen(t *testing.T) {
 		{"no pressure to read: the gap alone", now.Add(-6 * time.Second), 0, errors.New("no PSI"), true},
 	} {
 		a.last, reading.avg10, readErr = c.last, c.pressure, c.err
-		if got := a.open(now); got != c.want {
+		if got := a.open(now, 3); got != c.want {
 			t.Errorf("%s: open = %v, want %v", c.name, got, c.want)
 		}
 	}
 	a.maxPressure, a.last, reading.avg10 = 0, time.Time{}, 100
-	if !a.open(now) {
+	if !a.open(now, 3) {
 		t.Error("-max-cpu-pressure 0 (no limit) on a saturated machine: open = false")
 	}
+}
+
+// TestAdmissionMembers: the rounds in flight plan at most maxMembers
+// members together, each at its peak (zookeeper-7's rounds 81-84 scaled to
+// 5 members each at once, 20 JVMs on two cores, and two of them stalled); a
+// round larger than the limit starts alone, and a round that ends frees
+// its members.
+func TestAdmissionMembers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := &admission{maxMembers: 14, read: func() (cpuPressure, error) { return cpuPressure{avg10: 10}, nil }}
+	start := func(members int, want bool) {
+		t.Helper()
+		got := a.open(now, members)
+		if got != want {
+			t.Fatalf("%d members in flight, a round of %d: open = %v, want %v", a.members, members, got, want)
+		}
+		if got {
+			a.members += members // as wait does
+		}
+	}
+	start(5, true)
+	start(5, true)
+	start(3, true)  // 13
+	start(5, false) // 18
+	start(3, false) // 16
+	a.done(5)
+	start(3, true) // 11
+	start(3, true) // 14
+	a.done(5)
+	a.done(3)
+	a.done(3)
+	a.done(3)
+	start(20, true) // alone: larger than the limit
+	start(3, false)
+	a.done(20)
+	a.maxMembers = 0
+	start(20, true)
+	start(20, true)
 }

@@ -42,9 +42,11 @@
 // lookups refused).
 //
 // Rounds run in parallel up to -parallel, but none starts while the
-// machine's CPU pressure is at or above -max-cpu-pressure, and two start at
-// least -start-gap apart: a campaign that piles rounds onto a saturated
-// machine measures the machine (deadline misses), not the bootstrap.
+// machine's CPU pressure is at or above -max-cpu-pressure, or while the
+// rounds in flight and it would plan more than -max-members members
+// together, and two start at least -start-gap apart: a campaign that piles
+// rounds onto a saturated machine measures the machine (deadline misses),
+// not the bootstrap.
 //
 // Run it with make campaign (CAMPAIGN_FLAGS=...). It prints one line per
 // round and subject and, at the end, per subject: rounds, split brains,
@@ -86,6 +88,7 @@ func main() {
 	parallel := fs.Int("parallel", 4, "subject rounds in flight at once, at most (a round of each subject is one)")
 	maxPressure := fs.Float64("max-cpu-pressure", 60, "start no round while the machine's CPU pressure (/proc/pressure/cpu some avg10, percent) is at or above this; 0 no limit")
 	startGap := fs.Duration("start-gap", 5*time.Second, "start two subject rounds at least this far apart")
+	maxMembers := fs.Int("max-members", 14, "start no round while the rounds in flight and it would plan more members than this together (each round at its peak: its replicas or its scale-up target; a larger round starts alone); 0 no limit")
 	app := fs.String("app", "etcd", "the application: "+strings.Join(slices.Sorted(maps.Keys(apps.Apps)), ", "))
 	subjects := fs.String("subjects", apps.Flock+","+apps.Upstream, "comma-separated subjects: flock, upstream")
 	nodeFaults := fs.Float64("node-faults", 0, "probability (0 to 1) that a round stops or kills a member's real node and starts it again; 0 none. Takes the cluster's nodes down: never on a cluster others use")
@@ -130,6 +133,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "invalid -max-cpu-pressure or -start-gap: a percent from 0 to 100 and a duration not negative")
 		os.Exit(2)
 	}
+	if *maxMembers < 0 {
+		fmt.Fprintln(os.Stderr, "invalid -max-members: must not be negative")
+		os.Exit(2)
+	}
 	if *rounds < 1 || *parallel < 1 || *replicas < 1 {
 		fmt.Fprintln(os.Stderr, "invalid -rounds, -parallel or -replicas: must be at least 1")
 		os.Exit(2)
@@ -141,7 +148,7 @@ func main() {
 	ctx, cancel := context.WithCancelCause(sig)
 	defer cancel(nil)
 	abort = cancel
-	if err := run(ctx, config{*app, *nodeFaults, *rounds, *parallel, *maxPressure, *startGap, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration, *results, *runName, strings.Join(os.Args, " ")}); err != nil {
+	if err := run(ctx, config{*app, *nodeFaults, *rounds, *parallel, *maxPressure, *startGap, *maxMembers, subs, *seed, *replicas, *stall, *deadline, *restartEvery, *dnsOutageEvery, *dnsOutage, *dnsCache, *logDir, *duration, *results, *runName, strings.Join(os.Args, " ")}); err != nil {
 		slog.Error("campaign failed", "err", err)
 		os.Exit(1)
 	}
@@ -156,6 +163,7 @@ type config struct {
 	rounds, parallel int
 	maxPressure      float64
 	startGap         time.Duration
+	maxMembers       int
 	subjects         []string
 	seed             uint64
 	replicas         int
@@ -222,8 +230,8 @@ func run(ctx context.Context, cfg config) error {
 		defer restore()
 	}
 	c := &apps.Campaign{Config: restCfg, Client: cs, App: apps.Apps[cfg.app], Manifests: manifests, Stall: cfg.stall, Deadline: cfg.deadline, LogDir: cfg.logDir, Edit: apps.ForRealNode}
-	fmt.Printf("campaign: %s, %d rounds x %v, node faults in %g of rounds, at most %d in parallel (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, stall %s, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
-		cfg.app, cfg.rounds, cfg.subjects, cfg.nodeFaults, cfg.parallel, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.stall, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
+	fmt.Printf("campaign: %s, %d rounds x %v, node faults in %g of rounds, at most %d in parallel and %d members (none started at CPU pressure %g%% or more, two at least %s apart), seed %d, stall %s, deadline %s, CoreDNS cache %v, apiserver restart every %s, CoreDNS down for %s every %s; logs of failed rounds in %s\n",
+		cfg.app, cfg.rounds, cfg.subjects, cfg.nodeFaults, cfg.parallel, cfg.maxMembers, cfg.maxPressure, cfg.startGap, cfg.seed, cfg.stall, cfg.deadline, cfg.dnsCache, cfg.restartEvery, cfg.dnsOutage, cfg.dnsOutageEvery, cfg.logDir)
 
 	faults := &clusterFaults{state: state, abort: abort, done: make(chan struct{})}
 	if cfg.nodeFaults > 0 {
@@ -255,7 +263,7 @@ func run(ctx context.Context, cfg config) error {
 	// Each subject's round starts on its own, so a fast subject's slot does
 	// not wait for a slow one's; a round's subjects are started one after
 	// the other and so run at about the same time.
-	adm := &admission{maxPressure: cfg.maxPressure, gap: cfg.startGap, read: readPressure}
+	adm := &admission{maxPressure: cfg.maxPressure, gap: cfg.startGap, maxMembers: cfg.maxMembers, read: readPressure}
 	slots := make(chan struct{}, cfg.parallel)
 	var workers sync.WaitGroup
 	stopFeeding := make(<-chan time.Time)
@@ -275,11 +283,12 @@ feed:
 			case <-stopFeeding:
 				break feed
 			}
-			if !adm.wait(ctx, stopFeeding) {
+			if !adm.wait(ctx, stopFeeding, plan.Peak()) {
 				break feed
 			}
 			workers.Go(func() {
 				defer func() { <-slots }()
+				defer adm.done(plan.Peak())
 				o := c.Run(ctx, s, plan)
 				mu.Lock()
 				defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -74,6 +75,24 @@ func TestRedisProgress(t *testing.T) {
 		{primary, linked},
 	}
 	rising(t, steps, RedisProgress)
+}
+
+// TestPlanPeak: a round runs its replicas, or the size it scales up to
+// when larger; a scale-down does not lower the peak.
+func TestPlanPeak(t *testing.T) {
+	for _, c := range []struct {
+		p    Plan
+		want int
+	}{
+		{Plan{Replicas: 3}, 3},
+		{Plan{Replicas: 3, ScaleAt: time.Second, ScaleTo: 5}, 5},
+		{Plan{Replicas: 5, ScaleAt: time.Second, ScaleTo: 3}, 5},
+		{Plan{Replicas: 3, ScaleTo: 5}, 3}, // no scale planned
+	} {
+		if got := c.p.Peak(); got != c.want {
+			t.Errorf("%+v: Peak() = %d, want %d", c.p, got, c.want)
+		}
+	}
 }
 
 // TestDrawNodeFault: the schedule is the seed's, in its ranges, drawn in

@@ -124,6 +124,15 @@ func NewPlan(seed uint64, round, replicas int) Plan {
 	return p
 }
 
+// Peak is the most members the round runs at once: its replicas, or the
+// size it scales up to.
+func (p Plan) Peak() int {
+	if p.ScaleAt > 0 {
+		return max(p.Replicas, p.ScaleTo)
+	}
+	return p.Replicas
+}
+
 // String is the plan in words, for logs.
 func (p Plan) String() string {
 	s := fmt.Sprintf("round %d: %d members, %s", p.Round, p.Replicas, p.Policy)
