@@ -95,9 +95,7 @@ func (a *admission) wait(ctx context.Context, stop <-chan time.Time, members int
 		if a.open(time.Now(), members) {
 			a.last = time.Now()
 			a.held += time.Since(t0)
-			a.mu.Lock()
-			a.members += members
-			a.mu.Unlock()
+			a.take(members)
 			return true
 		}
 		select {
@@ -110,12 +108,15 @@ func (a *admission) wait(ctx context.Context, stop <-chan time.Time, members int
 	}
 }
 
-// done ends a round of members members that wait let start.
-func (a *admission) done(members int) {
+// take counts a round of members members as in flight.
+func (a *admission) take(members int) {
 	a.mu.Lock()
-	a.members -= members
+	a.members += members
 	a.mu.Unlock()
 }
+
+// done ends a round of members members that wait let start.
+func (a *admission) done(members int) { a.take(-members) }
 
 // open reports whether a round of members members may start at now.
 func (a *admission) open(now time.Time, members int) bool {

@@ -78,7 +78,7 @@ func TestAdmissionMembers(t *testing.T) {
 			t.Fatalf("%d members in flight, a round of %d: open = %v, want %v", a.members, members, got, want)
 		}
 		if got {
-			a.members += members // as wait does
+			a.take(members) // as wait does
 		}
 	}
 	start(5, true)
