@@ -2,6 +2,8 @@ package apps
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +76,49 @@ func TestJudgeZookeeper(t *testing.T) {
 		v := JudgeZookeeper(tc.views, tc.pods, tc.marker)
 		if v.Healthy != tc.healthy || v.Split() != tc.split || !strings.Contains(v.Detail, tc.detail) {
 			t.Errorf("%s: healthy %v split %v detail %q; want %v %v containing %q", tc.name, v.Healthy, v.Split(), v.Detail, tc.healthy, tc.split, tc.detail)
+		}
+	}
+}
+
+// TestZookeeperConfigAsksSrvrFirst runs examples/apps/zookeeper's config
+// helper: it starts zkCli.sh (a JVM) only once srvr says a server of the
+// list is in a quorum, and fails without it when none is; a joiner waiting
+// for the ensemble calls it every 2 s.
+func TestZookeeperConfigAsksSrvrFirst(t *testing.T) {
+	g := newExampleScripts(t, "zookeeper", "/run/zk", "/data")
+	calls := filepath.Join(g.dir, "zkcli-calls")
+	g.stub("hostname", "echo zk-1")
+	g.stub("nc", `cat >/dev/null
+case "$3" in
+zk-0.zk) echo "Mode: leader" ;;
+zk-3.zk) echo "Mode: observer" ;;
+zk-4.zk) exit 1 ;;
+*) echo "This ZooKeeper instance is not currently serving requests" ;;
+esac`)
+	g.stub("zkCli.sh", fmt.Sprintf(`echo "$*" >> %s
+echo "server.1=zk-0.zk:2888:3888:participant;0.0.0.0:2181"`, calls))
+	for _, c := range []struct {
+		servers string
+		ok      bool
+	}{
+		{servers: "zk-1.zk:2181,zk-2.zk:2181,zk-4.zk:2181"},
+		{servers: ""},
+		{servers: "zk-2.zk:2181,zk-0.zk:2181", ok: true},
+		{servers: "zk-3.zk:2181", ok: true},
+	} {
+		os.Remove(calls)
+		cmd := g.command("lib.sh")
+		cmd.Args = []string{"sh", "-c", `. "$0"; config "$1"`, filepath.Join(g.dir, "lib.sh"), c.servers}
+		out, err := cmd.Output()
+		b, _ := os.ReadFile(calls)
+		if !c.ok {
+			if err == nil || len(b) != 0 {
+				t.Errorf("%q, no server in a quorum: config %q (%v), zkCli.sh ran %q; want a failure without zkCli.sh", c.servers, out, err, b)
+			}
+			continue
+		}
+		if err != nil || !strings.HasPrefix(string(out), "server.1=zk-0.zk:") || string(b) != "-timeout 5000 -server "+c.servers+" config\n" {
+			t.Errorf("%q: config %q (%v), zkCli.sh ran %q; want zkCli.sh's server lines through the list", c.servers, out, err, b)
 		}
 	}
 }
