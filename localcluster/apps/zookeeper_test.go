@@ -1,6 +1,8 @@
 package apps
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,6 +121,45 @@ echo "server.1=zk-0.zk:2888:3888:participant;0.0.0.0:2181"`, calls))
 		}
 		if err != nil || !strings.HasPrefix(string(out), "server.1=zk-0.zk:") || string(b) != "-timeout 5000 -server "+c.servers+" config\n" {
 			t.Errorf("%q: config %q (%v), zkCli.sh ran %q; want zkCli.sh's server lines through the list", c.servers, out, err, b)
+		}
+	}
+}
+
+// TestZookeeperAppMark: the marker znode is created through the leader; a
+// node already there (an earlier try created it, then failed) is the mark,
+// though zkCli.sh exits 1 for it; any other failure is an error.
+func TestZookeeperAppMark(t *testing.T) {
+	pods := []string{"zk-0", "zk-1", "zk-2"}
+	for _, c := range []struct {
+		name, out string
+		exit, ok  bool
+	}{
+		{name: "created", out: "WatchedEvent state:SyncConnected type:None path:null\nCreated /flock-campaign\n", ok: true},
+		{name: "already there", out: "WatchedEvent state:SyncConnected type:None path:null\nNode already exists: /flock-campaign\n", exit: true, ok: true},
+		{name: "lost", out: "KeeperErrorCode = ConnectionLoss for /flock-campaign\n", exit: true},
+		{name: "no answer", out: "WatchedEvent state:SyncConnected type:None path:null\n"},
+	} {
+		var created []string
+		ex := func(_ context.Context, _, pod, _ string, cmd ...string) (string, error) {
+			if strings.Contains(cmd[2], "srvr") {
+				mode := map[string]string{"zk-0": "follower", "zk-1": "leader", "zk-2": "follower"}[pod]
+				return zkOut(mode, "100000003", 0, 1, 2), nil
+			}
+			created = append(created, pod+": "+strings.Join(cmd[4:], " "))
+			if c.exit {
+				return c.out, errors.New("command terminated with exit code 1")
+			}
+			return c.out, nil
+		}
+		mark, err := ZookeeperApp{}.Mark(context.Background(), Reader{Exec: ex}, "campaign-flock-1-x", pods)
+		if want := []string{"zk-1: /flock-campaign marker=campaign-flock-1-x"}; !slices.Equal(created, want) {
+			t.Errorf("%s: created %q, want %q (through the leader)", c.name, created, want)
+		}
+		switch {
+		case c.ok && (err != nil || mark != "marker=campaign-flock-1-x"):
+			t.Errorf("%s: mark %q, %v; want marker=campaign-flock-1-x", c.name, mark, err)
+		case !c.ok && err == nil:
+			t.Errorf("%s: mark %q, want an error", c.name, mark)
 		}
 	}
 }
