@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -218,7 +219,10 @@ type Campaign struct {
 	// not grow with how busy the machine is: a slow OrderedReady step
 	// still progresses (a pod gets its address, etcd answers, a member
 	// starts), a deadlock does not. Each new pod start counts as progress
-	// too (see PodStarts). Zero Stall: Deadline alone.
+	// too (see PodStarts), and the time a pod of the round is bound to a
+	// node that a round's fault holds down (faults of several rounds can
+	// keep one node down for minutes) does not count. Zero Stall:
+	// Deadline alone.
 	Stall, Deadline time.Duration
 	// LogDir, when set, receives the containers' logs of failed rounds.
 	LogDir string
@@ -226,6 +230,10 @@ type Campaign struct {
 	Keep bool
 
 	http http.Client
+
+	// down are the nodes the rounds' node faults hold down now.
+	downMu sync.Mutex
+	down   map[string]bool
 }
 
 // Manifests reads the resources of a kustomization directory, in order.
@@ -381,6 +389,11 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 			read.Containers = ContainerIDs(list)
 			PodStarts(list, started)
 			o := judge(c.App.Observe(ctx, read, ns, pods, false, mark))
+			if c.onDownNode(list) {
+				// A member on a down node cannot move, whatever the
+				// subject does; the deadline still runs.
+				clock.hold(time.Now())
+			}
 			clock.observe(o.Progress+len(started), time.Now())
 			if o.Healthy && pending == 0 {
 				o = judge(c.App.Observe(ctx, read, ns, pods, true, mark))
@@ -507,6 +520,7 @@ func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) e
 	if err := c.FaultNode(ctx, node, f.Fault); err != nil {
 		return fmt.Errorf("%s node %s (%s's): %w", f.Fault, node, pod, err)
 	}
+	c.setDown(node, true)
 	time.Sleep(f.Down)
 	// Started with a context of its own: a node left down would take the
 	// other rounds' members with it.
@@ -515,7 +529,31 @@ func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) e
 	if err := c.FaultNode(sctx, node, localcluster.NodeStart); err != nil {
 		return fmt.Errorf("start node %s: %w", node, err)
 	}
+	c.setDown(node, false)
 	return nil
+}
+
+func (c *Campaign) setDown(node string, down bool) {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	if c.down == nil {
+		c.down = map[string]bool{}
+	}
+	c.down[node] = down
+}
+
+// onDownNode reports whether one of pods is bound to a node a fault holds
+// down now.
+func (c *Campaign) onDownNode(pods []corev1.Pod) bool {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	return onNodes(pods, c.down)
+}
+
+// onNodes reports whether one of pods is bound to a node of nodes (a pod
+// on a down node, being deleted or not, changes only once it is back).
+func onNodes(pods []corev1.Pod, nodes map[string]bool) bool {
+	return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return nodes[p.Spec.NodeName] })
 }
 
 // stallClock remembers when a progress score last rose above the poll
@@ -533,6 +571,9 @@ func (c *stallClock) observe(score int, now time.Time) {
 	}
 	c.last = score
 }
+
+// hold restarts the stall time at now, as a rise does.
+func (c *stallClock) hold(now time.Time) { c.rise = now }
 
 // stalled reports whether the score has not risen for longer than stall;
 // never for a zero stall.

@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,6 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/flockd/flock/localcluster"
 )
 
 // TestEtcdProgress: every step of a bootstrap raises the score, and views
@@ -63,6 +67,74 @@ func TestStallClock(t *testing.T) {
 	if c.stalled(at(10_000), 0) {
 		t.Error("stalled with a zero stall time")
 	}
+	c.hold(at(300)) // a member's node down until 300 s
+	if c.stalled(at(400), 2*time.Minute) {
+		t.Error("stalled 100 s after a member's node came back")
+	}
+}
+
+// TestNodeFaultHoldsTheStall: while a round's node fault holds a node
+// down, the pods bound to it (being deleted too) hold the stall clock, and
+// the others do not; once the node is started again, none does.
+// zookeeper-11's round 4: zk-2 was bound to real-1 while three rounds'
+// faults kept it down for 2m6s one after another, and the round was called
+// stuck with zk-2 never started.
+func TestNodeFaultHoldsTheStall(t *testing.T) {
+	on := func(name, node string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	zk2 := on("zk-2", "real-1")
+	deleting := on("zk-1", "real-1")
+	deleting.DeletionTimestamp = &metav1.Time{}
+	others := []corev1.Pod{on("zk-0", "real-2"), on("zk-3", "")}
+	faulted := make(chan localcluster.NodeFault)
+	resume := make(chan struct{})
+	c := &Campaign{
+		Client: fake.NewClientset(&zk2),
+		FaultNode: func(_ context.Context, node string, f localcluster.NodeFault) error {
+			if node != "real-1" {
+				t.Errorf("%s of node %s, want real-1 (zk-2's)", f, node)
+			}
+			faulted <- f
+			<-resume
+			return nil
+		},
+	}
+	done := make(chan error)
+	go func() {
+		done <- c.nodeFault(context.Background(), "ns", "zk-2", NodeFault{Fault: localcluster.NodeKill})
+	}()
+	check := func(when string, pods []corev1.Pod, want bool) {
+		t.Helper()
+		if got := c.onDownNode(pods); got != want {
+			t.Errorf("%s: onDownNode(%v) = %v, want %v", when, names(pods), got, want)
+		}
+	}
+	check("before the fault", []corev1.Pod{zk2}, false)
+	if f := <-faulted; f != localcluster.NodeKill {
+		t.Fatalf("first fault %s, want kill", f)
+	}
+	resume <- struct{}{}
+	if f := <-faulted; f != localcluster.NodeStart {
+		t.Fatalf("second fault %s, want start", f)
+	}
+	check("node down", []corev1.Pod{zk2}, true)
+	check("node down", []corev1.Pod{deleting}, true)
+	check("node down", append([]corev1.Pod{zk2}, others...), true)
+	check("node down", others, false)
+	resume <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check("node started", []corev1.Pod{zk2, deleting}, false)
+}
+
+func names(pods []corev1.Pod) []string {
+	var n []string
+	for _, p := range pods {
+		n = append(n, p.Name)
+	}
+	return n
 }
 
 // TestPodStarts: a pod's address, its init containers' end and each
