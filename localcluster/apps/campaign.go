@@ -533,27 +533,27 @@ func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) e
 	return nil
 }
 
+// setDown records node as held down by a fault, or started again.
 func (c *Campaign) setDown(node string, down bool) {
 	c.downMu.Lock()
 	defer c.downMu.Unlock()
+	if !down {
+		delete(c.down, node)
+		return
+	}
 	if c.down == nil {
 		c.down = map[string]bool{}
 	}
-	c.down[node] = down
+	c.down[node] = true
 }
 
 // onDownNode reports whether one of pods is bound to a node a fault holds
-// down now.
+// down now (a pod there, being deleted or not, changes only once it is
+// back).
 func (c *Campaign) onDownNode(pods []corev1.Pod) bool {
 	c.downMu.Lock()
 	defer c.downMu.Unlock()
-	return onNodes(pods, c.down)
-}
-
-// onNodes reports whether one of pods is bound to a node of nodes (a pod
-// on a down node, being deleted or not, changes only once it is back).
-func onNodes(pods []corev1.Pod, nodes map[string]bool) bool {
-	return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return nodes[p.Spec.NodeName] })
+	return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return c.down[p.Spec.NodeName] })
 }
 
 // stallClock remembers when a progress score last rose above the poll
