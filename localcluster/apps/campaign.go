@@ -231,6 +231,9 @@ type Campaign struct {
 
 	http http.Client
 
+	// faultPoll is how often a node fault asks for its member's node
+	// (zero: each second).
+	faultPoll time.Duration
 	// down are the nodes the rounds' node faults hold down now.
 	downMu sync.Mutex
 	down   map[string]bool
@@ -310,23 +313,37 @@ func (c *Campaign) round(ctx context.Context, out *Outcome, set string) {
 	t0 := time.Now()
 	faults := make(chan error, 3)
 	pending := 0
+	// The faults end with the round: none acts on a round already judged.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if plan.KillAt > 0 {
 		pending++
 		go func() {
 			time.Sleep(plan.KillAt)
-			faults <- retry(ctx, func() error { return c.Client.CoreV1().Pods(ns).Delete(ctx, member(plan.Kill), metav1.DeleteOptions{}) })
+			faults <- retry(fctx, func() error {
+				return c.Client.CoreV1().Pods(ns).Delete(fctx, member(plan.Kill), metav1.DeleteOptions{})
+			})
 		}()
 	}
 	if plan.ScaleAt > 0 {
 		pending++
 		go func() {
 			time.Sleep(plan.ScaleAt)
-			faults <- retry(ctx, func() error { return c.scale(ctx, ns, set, plan.ScaleTo) })
+			faults <- retry(fctx, func() error { return c.scale(fctx, ns, set, plan.ScaleTo) })
 		}()
 	}
 	if plan.Node != nil {
 		pending++
-		go func() { faults <- c.nodeFault(ctx, ns, member(plan.Node.Member), *plan.Node) }()
+		go func() {
+			// Waiting for the node ends with the round; the fault, once
+			// begun, is carried through (its node started again).
+			pod := member(plan.Node.Member)
+			node, err := c.nodeOf(fctx, ns, pod, plan.Node.At)
+			if err == nil {
+				err = c.nodeFault(ctx, node, pod, *plan.Node)
+			}
+			faults <- err
+		}()
 	}
 	want := plan.Replicas
 	if plan.ScaleAt > 0 {
@@ -497,25 +514,36 @@ func (c *Campaign) mark(ctx context.Context, read Reader, ns string, pods []stri
 	}
 }
 
-// nodeFault waits f.At, takes down the node that hosts pod (where it runs
-// then), and starts it again f.Down later.
-func (c *Campaign) nodeFault(ctx context.Context, ns, pod string, f NodeFault) error {
+// nodeOf waits at, then returns the node that hosts pod (or, when it has
+// none yet, the node it lands on: an OrderedReady set creates its later
+// members minutes after the start). Errors while asking (the API server
+// restarting) are asked again until ctx, the round, ends.
+func (c *Campaign) nodeOf(ctx context.Context, ns, pod string, at time.Duration) (string, error) {
+	time.Sleep(at)
+	every := c.faultPoll
+	if every == 0 {
+		every = time.Second
+	}
+	for {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err == nil {
+			if p.Spec.NodeName != "" {
+				return p.Spec.NodeName, nil
+			}
+			err = errors.New("not scheduled")
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s has no node to fault (%v): %w", pod, err, ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}
+
+// nodeFault takes down node (pod's), and starts it again f.Down later.
+func (c *Campaign) nodeFault(ctx context.Context, node, pod string, f NodeFault) error {
 	if c.FaultNode == nil {
 		return fmt.Errorf("the plan has a node fault and the campaign none")
-	}
-	time.Sleep(f.At)
-	node := ""
-	for deadline := time.Now().Add(2 * time.Minute); node == ""; time.Sleep(time.Second) {
-		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			node = p.Spec.NodeName
-		case time.Now().After(deadline) || ctx.Err() != nil:
-			return fmt.Errorf("%s has no node to fault: %w", pod, err)
-		}
-		if node == "" && (time.Now().After(deadline) || ctx.Err() != nil) {
-			return fmt.Errorf("%s has no node to fault: not scheduled", pod)
-		}
 	}
 	if err := c.FaultNode(ctx, node, f.Fault); err != nil {
 		return fmt.Errorf("%s node %s (%s's): %w", f.Fault, node, pod, err)

@@ -102,7 +102,11 @@ func TestNodeFaultHoldsTheStall(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() {
-		done <- c.nodeFault(context.Background(), "ns", "zk-2", NodeFault{Fault: localcluster.NodeKill})
+		node, err := c.nodeOf(context.Background(), "ns", "zk-2", 0)
+		if err == nil {
+			err = c.nodeFault(context.Background(), node, "zk-2", NodeFault{Fault: localcluster.NodeKill})
+		}
+		done <- err
 	}()
 	check := func(when string, pods []corev1.Pod, want bool) {
 		t.Helper()
