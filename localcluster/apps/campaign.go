@@ -534,7 +534,7 @@ func (c *Campaign) nodeOf(ctx context.Context, ns, pod string, at time.Duration)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%s has no node to fault (%v): %w", pod, err, ctx.Err())
+			return "", fmt.Errorf("%s has no node to fault: %w (last answer: %w)", pod, ctx.Err(), err)
 		case <-time.After(every):
 		}
 	}
