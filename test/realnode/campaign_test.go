@@ -103,7 +103,7 @@ func TestForRealNodeLetsAPinnedMemberBack(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": map[string]any{"name": "pinned"},
 		"spec": map[string]any{"template": map[string]any{
 			"metadata": map[string]any{"labels": map[string]any{"app": "pinned"}},
-			"spec":     map[string]any{"containers": []any{map[string]any{"name": "pause", "image": "ghcr.io/flockd/pause:dev"}}},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "pause", "image": pauseImage}}},
 		}},
 	}}
 	apps.ForRealNode(b.ns, set)
