@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ const GaleraContainer = "mariadb"
 // galeraStatus asks for the wsrep status variables a view needs, one
 // "name<TAB>value" a line (mariadb -NB).
 const galeraStatus = "SHOW GLOBAL STATUS WHERE Variable_name IN " +
-	"('wsrep_cluster_state_uuid','wsrep_cluster_size','wsrep_local_state_comment','wsrep_cluster_status','wsrep_last_committed')"
+	"('wsrep_cluster_state_uuid','wsrep_cluster_size','wsrep_local_state_comment','wsrep_cluster_status','wsrep_last_committed','wsrep_incoming_addresses')"
 
 // GaleraView is one pod's MariaDB's view of its Galera cluster, by its
 // wsrep status variables (mariadb in the pod, as its user).
@@ -37,6 +38,9 @@ type GaleraView struct {
 	// LastCommitted is wsrep_last_committed: the seqno of the member's
 	// newest write set.
 	LastCommitted int64
+	// Members is wsrep_incoming_addresses, sorted: the client addresses
+	// of the members of the member's component, as each announced it.
+	Members []string
 	// Err says why the view is incomplete.
 	Err string
 }
@@ -60,8 +64,15 @@ func ParseGaleraStatus(pod, out string) GaleraView {
 			v.State = val
 		case "wsrep_last_committed":
 			v.LastCommitted, _ = strconv.ParseInt(val, 10, 64)
+		case "wsrep_incoming_addresses":
+			for _, a := range strings.Split(val, ",") {
+				if a = strings.TrimSpace(a); a != "" && a != "AUTO" {
+					v.Members = append(v.Members, a)
+				}
+			}
 		}
 	}
+	slices.Sort(v.Members)
 	if v.UUID == "" || v.Size < 0 || v.State == "" {
 		v.Err = fmt.Sprintf("no wsrep status in %q", out)
 	}
@@ -164,13 +175,17 @@ type GaleraVerdict struct {
 	// order of the pods; more than one among primary components is a split
 	// brain.
 	UUIDs []string
+	// Forked names two members in primary components with no member in
+	// common: two clusters of one history (a member that bootstrapped
+	// from its own data beside the running cluster keeps its state uuid).
+	Forked string
 	// Detail says what is wrong, in words.
 	Detail string
 }
 
-// Split reports two primary components with different cluster state
-// uuids: two clusters formed.
-func (v GaleraVerdict) Split() bool { return len(v.UUIDs) > 1 }
+// Split reports two primary components at once: with different cluster
+// state uuids, or with one and no member in common.
+func (v GaleraVerdict) Split() bool { return len(v.UUIDs) > 1 || v.Forked != "" }
 
 // UUID is the one cluster state uuid, or "".
 func (v GaleraVerdict) UUID() string {
@@ -208,6 +223,9 @@ func JudgeGalera(views []GaleraView, pods []string) GaleraVerdict {
 	if len(v.UUIDs) > 1 {
 		problems = append(problems, fmt.Sprintf("%d cluster state uuids %q", len(v.UUIDs), v.UUIDs))
 	}
+	if v.Forked = forked(views); v.Forked != "" {
+		problems = append(problems, v.Forked)
+	}
 	byPod := map[string]bool{}
 	for _, g := range views {
 		byPod[g.Pod] = true
@@ -220,6 +238,29 @@ func JudgeGalera(views []GaleraView, pods []string) GaleraVerdict {
 	v.Healthy = len(problems) == 0
 	v.Detail = strings.Join(problems, "; ")
 	return v
+}
+
+// forked names the first two members in primary components whose
+// members (wsrep_incoming_addresses) have none in common, or is "". A
+// member is in its own component, so one component's members always
+// share one, even seen half-way through a view change; a view without
+// addresses is left out.
+func forked(views []GaleraView) string {
+	var primary []GaleraView
+	for _, g := range views {
+		if g.Err == "" && g.Status == "Primary" && len(g.Members) > 0 {
+			primary = append(primary, g)
+		}
+	}
+	for i, a := range primary {
+		for _, b := range primary[i+1:] {
+			if !slices.ContainsFunc(a.Members, func(m string) bool { return slices.Contains(b.Members, m) }) {
+				return fmt.Sprintf("%s and %s in primary components with no member in common (%s; %s)",
+					a.Pod, b.Pod, strings.Join(a.Members, ","), strings.Join(b.Members, ","))
+			}
+		}
+	}
+	return ""
 }
 
 // GaleraProgress scores how far views of a bootstrapping Galera cluster got
@@ -275,8 +316,11 @@ func (GaleraApp) Observe(ctx context.Context, r Reader, ns string, pods []string
 	for _, id := range v.UUIDs {
 		o.Identities = append(o.Identities, "cluster state uuid "+id)
 	}
-	if v.Split() {
+	switch {
+	case len(v.UUIDs) > 1:
 		o.Split = fmt.Sprintf("primary components with cluster state uuids %q at once", v.UUIDs)
+	case v.Forked != "":
+		o.Split = v.Forked
 	}
 	if !confirm || mark == "" || !o.Healthy {
 		return o

@@ -38,6 +38,28 @@ func TestJudgeGalera(t *testing.T) {
 	if v := JudgeGalera(split, pods); v.Healthy || !v.Split() {
 		t.Errorf("two clusters: %+v, want a split", v)
 	}
+	// One history, two clusters: galera-0, restarted with its data while
+	// galera-1 and galera-2 ran on, bootstrapped a component of its own
+	// (upstream's galera-18, round 29): the same state uuid, each
+	// component Primary, no member in common.
+	forked := []GaleraView{
+		view("galera-0", strings.Replace(galeraOut, "size\t3", "size\t1", 1)+"wsrep_incoming_addresses\t10.245.1.121:3306\n"),
+		view("galera-1", strings.Replace(galeraOut, "size\t3", "size\t2", 1)+"wsrep_incoming_addresses\t10.245.2.114:3306,10.245.0.86:3306\n"),
+		view("galera-2", strings.Replace(galeraOut, "size\t3", "size\t2", 1)+"wsrep_incoming_addresses\t10.245.0.86:3306,10.245.2.114:3306\n"),
+	}
+	if v := JudgeGalera(forked, pods); v.Healthy || !v.Split() || !strings.Contains(v.Detail, "galera-0 and galera-1 in primary components with no member in common") {
+		t.Errorf("one uuid, two primary components: %+v, want a split", v)
+	}
+	// A view change seen half-way (galera-2 already in the new component,
+	// galera-0 not yet) shares members: no split.
+	changing := []GaleraView{
+		view("galera-0", galeraOut+"wsrep_incoming_addresses\t10.245.1.121:3306,10.245.2.114:3306,10.245.0.86:3306\n"),
+		view("galera-1", galeraOut+"wsrep_incoming_addresses\t10.245.1.121:3306,10.245.2.114:3306,10.245.0.86:3306\n"),
+		view("galera-2", strings.Replace(galeraOut, "size\t3", "size\t2", 1)+"wsrep_incoming_addresses\t10.245.2.114:3306,10.245.0.86:3306\n"),
+	}
+	if v := JudgeGalera(changing, pods); v.Healthy || v.Split() {
+		t.Errorf("a view change half-way: %+v, want unhealthy, no split", v)
+	}
 	for name, views := range map[string][]GaleraView{
 		"joining":     {healthy[0], healthy[1], view("galera-2", strings.Replace(galeraOut, "Synced", "Joining: receiving State Transfer", 1))},
 		"size":        {healthy[0], healthy[1], view("galera-2", strings.Replace(galeraOut, "size\t3", "size\t4", 1))},
@@ -122,6 +144,11 @@ func TestGaleraAppObserve(t *testing.T) {
 		{name: "a member down", status: with(synced, "galera-1", ""), identities: 1, detail: "galera-1: wsrep status", progressBelow: true},
 		{name: "size 2", status: with(synced, "galera-2", strings.Replace(galeraOut, "size\t3", "size\t2", 1)), identities: 1, detail: "cluster size 2, want 3"},
 		{name: "two primary components", status: with(synced, "galera-2", other), identities: 2, split: `"3626f7af-f035-11f1-b1fb-1f26f40b00d3" "99999999-f035-11f1-b1fb-1f26f40b00d3"`, detail: "2 cluster state uuids"},
+		{name: "one uuid, two primary components", status: map[string]string{
+			"galera-0": galeraOut + "wsrep_incoming_addresses\t10.0.0.1:3306\n",
+			"galera-1": galeraOut + "wsrep_incoming_addresses\t10.0.0.2:3306,10.0.0.3:3306\n",
+			"galera-2": galeraOut + "wsrep_incoming_addresses\t10.0.0.3:3306,10.0.0.2:3306\n",
+		}, identities: 1, split: "galera-0 and galera-1 in primary components with no member in common", detail: "no member in common"},
 		{name: "a non-primary member is no second cluster", status: with(synced, "galera-2", strings.Replace(other, "Primary", "non-Primary", 1)), identities: 1, detail: "cluster status non-Primary", progressBelow: true},
 	} {
 		f := &fakeGalera{status: c.status, rows: c.rows}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -251,8 +253,22 @@ func (b *bed) socketReadsAgree(pods []string) {
 		got := apps.ReadGaleraSocket(ctx, pod, root)
 		want := apps.ReadGalera(ctx, ex, b.ns, pod, galeraExample.client)
 		got.LastCommitted, want.LastCommitted = 0, 0 // the only one that moves meanwhile
-		if got != want || got.Err != "" || got.Status != "Primary" {
+		if !reflect.DeepEqual(got, want) || got.Err != "" || got.Status != "Primary" {
 			b.t.Errorf("%s over its socket: %+v; mariadb in an exec: %+v", pod, got, want)
+		}
+		// The oracle tells two components of one history apart by their
+		// members' addresses: each pod's address, once.
+		var ips []string
+		for _, p := range list.Items {
+			if slices.Contains(pods, p.Name) {
+				ips = append(ips, p.Status.PodIP)
+			}
+		}
+		missing := slices.ContainsFunc(ips, func(ip string) bool {
+			return !slices.ContainsFunc(got.Members, func(m string) bool { return strings.HasPrefix(m, ip+":") })
+		})
+		if missing || len(got.Members) != len(pods) {
+			b.t.Errorf("%s: wsrep_incoming_addresses %q, want each of %q once", pod, got.Members, ips)
 		}
 	}
 }
