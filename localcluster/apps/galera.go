@@ -241,10 +241,11 @@ func JudgeGalera(views []GaleraView, pods []string) GaleraVerdict {
 }
 
 // forked names the first two members in primary components whose
-// members (wsrep_incoming_addresses) have none in common, or is "". A
-// member is in its own component, so one component's members always
-// share one, even seen half-way through a view change; a view without
-// addresses is left out.
+// members (wsrep_incoming_addresses) have none in common, or is "". Each
+// member lists itself and the members that were there before it; a list
+// may lag a view change by its newest joiners, so two members of one
+// component share at least the older of them. A view without addresses
+// is left out.
 func forked(views []GaleraView) string {
 	var primary []GaleraView
 	for _, g := range views {
