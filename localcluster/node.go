@@ -28,6 +28,9 @@ const (
 	ControlPlaneIP = "10.245.0.1"
 	// DNSServiceIP is the kube-dns Service (CoreDNS), the kubelets' clusterDNS.
 	DNSServiceIP = "10.96.0.10"
+	// PauseImage is the real nodes' sandbox image (cmd/pause), present on
+	// every real node: a container that only has to exist can run it.
+	PauseImage = "ghcr.io/flockd/pause:dev"
 	// DefaultRealNodes is how many real nodes flock-cluster and the test
 	// bed start as root.
 	DefaultRealNodes = 3

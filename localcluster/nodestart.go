@@ -144,7 +144,7 @@ func (n *RealNode) configure(s *State) error {
 	c := nodeConfig{
 		RealNode: n, PKI: filepath.Join(s.StateDir, "pki"),
 		DNS: DNSServiceIP, Domain: Domain, HealthzPort: ports[0],
-		SandboxImage: "ghcr.io/flockd/pause:dev",
+		SandboxImage: PauseImage,
 	}
 	for _, d := range []string{"cni/net.d", "cni/ipam", "kubelet", "pod-logs", "containerd/root", n.RunDir} {
 		if !filepath.IsAbs(d) {

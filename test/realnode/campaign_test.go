@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/flockd/flock/localcluster"
 	"github.com/flockd/flock/localcluster/apps"
 )
 
@@ -103,7 +104,7 @@ func TestForRealNodeLetsAPinnedMemberBack(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": map[string]any{"name": "pinned"},
 		"spec": map[string]any{"template": map[string]any{
 			"metadata": map[string]any{"labels": map[string]any{"app": "pinned"}},
-			"spec":     map[string]any{"containers": []any{map[string]any{"name": "pause", "image": pauseImage}}},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "pause", "image": localcluster.PauseImage}}},
 		}},
 	}}
 	apps.ForRealNode(b.ns, set)

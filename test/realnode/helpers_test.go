@@ -39,10 +39,6 @@ import (
 // dev (the same image as the versioned name the examples use).
 const Image = "ghcr.io/flockd/peer-finder:dev"
 
-// pauseImage is the real nodes' sandbox image (localcluster's), present on
-// every real node: a container that only has to exist.
-const pauseImage = "ghcr.io/flockd/pause:dev"
-
 // bed is one test's cluster and namespace with the real nodes required.
 type bed struct {
 	*clustertest.Cluster

@@ -305,7 +305,7 @@ echo "lookups $n bad $bad"`
 			"app": "parked", "role": "churn", "batch.kubernetes.io/job-completion-index": "0"}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers:                    []corev1.Container{{Name: "pause", Image: pauseImage}},
+			Containers:                    []corev1.Container{{Name: "pause", Image: localcluster.PauseImage}},
 		},
 	})
 	b.waitPod(churn.Name, "running", 2*time.Minute, containerRunning("pause"))
